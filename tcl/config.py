@@ -1,0 +1,61 @@
+"""Where tcl keeps its data. One place for every path, so the CLI, flows and tests agree."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class TclError(Exception):
+    """An error the user can act on: the message names what was wrong and what was expected."""
+
+
+@dataclass(frozen=True)
+class Paths:
+    """The layout of one data root (``data/`` of the project by default)."""
+
+    root: Path
+
+    @classmethod
+    def default(cls) -> "Paths":
+        return cls(Path(os.environ.get("TCL_DATA", "data")).resolve())
+
+    @property
+    def devices_file(self) -> Path:
+        return self.root / "devices.json"
+
+    @property
+    def zoo_dir(self) -> Path:
+        return self.root / "zoo"
+
+    @property
+    def tasks_file(self) -> Path:
+        return self.zoo_dir / "tasks.parquet"
+
+    @property
+    def networks_file(self) -> Path:
+        return self.zoo_dir / "networks.parquet"
+
+    @property
+    def candidates_dir(self) -> Path:
+        return self.root / "candidates"
+
+    @property
+    def records_dir(self) -> Path:
+        return self.root / "records"
+
+    @property
+    def features_dir(self) -> Path:
+        return self.root / "features"
+
+    @property
+    def models_dir(self) -> Path:
+        return self.root / "models"
+
+    @property
+    def reports_dir(self) -> Path:
+        return self.root / "reports"
+
+    @property
+    def catalog_file(self) -> Path:
+        return self.root / "tcl.duckdb"

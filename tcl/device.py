@@ -1,0 +1,195 @@
+"""Devices: a name, a TVM target in dict form, how to measure, and the host it was measured on.
+
+Built-in profiles are x86 CPU codegen/core-count combinations that run on one host but rank
+programs differently (see docs/data-card.md). User devices live in ``data/devices.json``.
+"""
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .config import Paths, TclError
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """MetaSchedule evaluator settings; ``repeat`` values of the latency are kept per record."""
+
+    number: int = 3
+    repeat: int = 3
+    min_repeat_ms: int = 40
+    enable_cpu_cache_flush: bool = False
+    timeout_sec: float = 10.0
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    target: dict[str, Any]
+    measure: MeasureSettings = field(default_factory=MeasureSettings)
+    rpc_key: str | None = None
+    tracker: str | None = None  # "host:port" of a TVM RPC tracker
+    # CPU flags the host needs to run this profile's code (checked for local devices).
+    requires_flags: tuple[str, ...] = ()
+    description: str = ""
+
+    @property
+    def is_remote(self) -> bool:
+        return self.rpc_key is not None
+
+    @property
+    def num_cores(self) -> int:
+        return int(self.target.get("num-cores", 1))
+
+    @property
+    def host_cpu(self) -> str:
+        """The CPU model the measurements come from (part of a device's identity)."""
+        return f"rpc:{self.rpc_key}@{self.tracker}" if self.is_remote else host_cpu_model()
+
+    @property
+    def identity(self) -> str:
+        """Stable string that enters record ids: same name on another host is another device."""
+        return json.dumps({"name": self.name, "target": self.target, "host": self.host_cpu},
+                          sort_keys=True)
+
+    def tvm_target(self):
+        return make_target(self.target)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["requires_flags"] = list(self.requires_flags)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Device":
+        d = dict(d)
+        d["measure"] = MeasureSettings(**d.get("measure", {}))
+        d["requires_flags"] = tuple(d.get("requires_flags", ()))
+        return cls(**d)
+
+
+# Built-in profiles. mcpu picks the codegen (vector ISA); num-cores the parallelism the schedule
+# and the runtime thread pool use. Measured rank correlations between them: docs/data-card.md.
+BUILTIN_DEVICES: dict[str, Device] = {
+    d.name: d
+    for d in [
+        Device("cpu-avx512", {"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2},
+               requires_flags=("avx512f", "avx512bw", "avx512vl"),
+               description="x86 AVX-512 codegen, 2 cores"),
+        Device("cpu-avx2", {"kind": "llvm", "mcpu": "haswell", "num-cores": 2},
+               requires_flags=("avx2", "fma"),
+               description="x86 AVX2+FMA codegen, 2 cores"),
+        Device("cpu-sse42", {"kind": "llvm", "mcpu": "nehalem", "num-cores": 1},
+               requires_flags=("sse4_2",),
+               description="x86 SSE4.2 codegen, 1 core"),
+    ]
+}
+
+
+@lru_cache(maxsize=1)
+def _cpuinfo() -> tuple[str, frozenset[str]]:
+    model, flags = platform.processor() or platform.machine(), frozenset()
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return model, flags
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "model name" and model in ("", platform.machine(), platform.processor()):
+            model = value.strip()
+        elif key == "flags" and not flags:
+            flags = frozenset(value.split())
+    return model, flags
+
+
+def host_cpu_model() -> str:
+    return _cpuinfo()[0]
+
+
+def host_cpu_flags() -> frozenset[str]:
+    return _cpuinfo()[1]
+
+
+def make_target(target: dict[str, Any]):
+    """A ``tvm.target.Target`` from its dict form, or a TclError saying why TVM refused it."""
+    import tvm
+
+    if not isinstance(target, dict) or "kind" not in target:
+        raise TclError(f"invalid target {target!r}: expected a JSON object with a 'kind' key, "
+                       'e.g. {"kind": "llvm", "mcpu": "haswell", "num-cores": 2}')
+    try:
+        return tvm.target.Target(target)
+    except Exception as e:  # TVM raises its own error types; keep its first line
+        first = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        raise TclError(f"invalid target {json.dumps(target)}: TVM refused it ({first})") from None
+
+
+class DeviceRegistry:
+    """Built-in profiles plus the user's devices (``devices.json`` under the data root)."""
+
+    def __init__(self, paths: Paths | None = None):
+        self.paths = paths or Paths.default()
+
+    def _user_devices(self) -> dict[str, Device]:
+        f = self.paths.devices_file
+        if not f.exists():
+            return {}
+        try:
+            raw = json.loads(f.read_text())
+            return {name: Device.from_json(d) for name, d in raw.items()}
+        except (ValueError, TypeError) as e:
+            raise TclError(f"device registry {f} is not valid: {e}") from None
+
+    def all(self) -> dict[str, Device]:
+        return {**BUILTIN_DEVICES, **self._user_devices()}
+
+    def get(self, name: str) -> Device:
+        devices = self.all()
+        if name not in devices:
+            raise TclError(f"unknown device {name!r}; known devices: {', '.join(sorted(devices))} "
+                           "(add one with `tcl device add NAME --target JSON`)")
+        return devices[name]
+
+    def add(self, name: str, target: dict[str, Any] | str, rpc_key: str | None = None,
+            tracker: str | None = None, measure: MeasureSettings | None = None) -> Device:
+        if isinstance(target, str):
+            try:
+                target = json.loads(target)
+            except ValueError as e:
+                raise TclError(f"invalid target {target!r}: not JSON ({e})") from None
+        if not name or not name.replace("-", "").replace("_", "").isalnum():
+            raise TclError(f"invalid device name {name!r}: use letters, digits, '-' and '_'")
+        if name in BUILTIN_DEVICES:
+            raise TclError(f"device {name!r} is a built-in profile; choose another name")
+        if (rpc_key is None) != (tracker is None):
+            raise TclError("a remote device needs both --rpc-key and --tracker HOST:PORT")
+        if tracker is not None:
+            host, _, port = tracker.rpartition(":")
+            if not host or not port.isdigit():
+                raise TclError(f"invalid tracker {tracker!r}: expected HOST:PORT")
+        make_target(target)  # validate
+        device = Device(name, target, measure or MeasureSettings(), rpc_key, tracker)
+        users = self._user_devices()
+        users[name] = device
+        f = self.paths.devices_file
+        f.parent.mkdir(parents=True, exist_ok=True)
+        tmp = f.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps({k: v.to_json() for k, v in users.items()}, indent=2))
+        tmp.replace(f)
+        return device
+
+
+def check_runnable(device: Device) -> None:
+    """Refuse a local profile whose code this host cannot execute, before any build."""
+    device.tvm_target()
+    if device.is_remote:
+        return
+    missing = [f for f in device.requires_flags if f not in host_cpu_flags()]
+    if missing:
+        raise TclError(f"device {device.name!r} needs CPU features {', '.join(missing)} that this "
+                       f"host ({host_cpu_model()}) lacks; pick another profile (`tcl device list`)")

@@ -1,0 +1,159 @@
+"""Append-only measurement records: one Parquet file per measured batch, per device and task.
+
+Files are written to a temporary name and renamed, so a killed writer leaves either a whole
+partition file or none. Record ids are content hashes of (device identity, task, trace), so
+measuring the same program twice on the same device is idempotent (readers keep the first).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from ..config import Paths, TclError
+
+RECORD_SCHEMA: dict[str, pl.DataType] = {
+    "record_id": pl.Utf8,
+    "program_id": pl.Utf8,
+    "device": pl.Utf8,
+    "host_cpu": pl.Utf8,
+    "target": pl.Utf8,  # JSON of the target dict
+    "task_id": pl.Utf8,
+    "trace_json": pl.Utf8,
+    "latencies": pl.List(pl.Float64),  # seconds, one per repeat; empty on error
+    "status": pl.Utf8,  # ok | build_error | run_error | timeout
+    "error": pl.Utf8,
+    "build_secs": pl.Float64,
+    "source": pl.Utf8,  # collect | import:<file>
+    "measured_at": pl.Datetime("us", "UTC"),
+    "tvm_version": pl.Utf8,
+}
+
+STATUSES = ("ok", "build_error", "run_error", "timeout")
+
+
+def content_hash(*parts: str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def program_id(task_id: str, trace_json: str) -> str:
+    return content_hash(task_id, trace_json)
+
+
+def record_id(device_identity: str, task_id: str, trace_json: str) -> str:
+    return content_hash(device_identity, task_id, trace_json)
+
+
+def write_parquet_atomic(frame: pl.DataFrame, path: Path) -> Path:
+    """Write ``frame`` to ``path`` through a temporary file and a rename (fsynced)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".tmp-{uuid.uuid4().hex}-{path.name}"
+    try:
+        frame.write_parquet(tmp, compression="zstd")
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return path
+
+
+@dataclass
+class CorruptFile:
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"corrupt Parquet file {self.path}: {self.reason}"
+
+
+class RecordStore:
+    """Partitioned Parquet records under ``<root>/records/device=<d>/task=<t>/part-*.parquet``."""
+
+    def __init__(self, paths: Paths | None = None):
+        self.paths = paths or Paths.default()
+        self._checked: dict[tuple[str, int, float], str | None] = {}
+
+    @property
+    def root(self) -> Path:
+        return self.paths.records_dir
+
+    def partition(self, device: str, task_id: str) -> Path:
+        return self.root / f"device={device}" / f"task={task_id}"
+
+    def append(self, rows: Iterable[dict]) -> list[Path]:
+        """Write ``rows`` as new partition files (one per device and task); returns the files."""
+        frame = pl.DataFrame(list(rows), schema=RECORD_SCHEMA)
+        if frame.is_empty():
+            return []
+        bad = frame.filter(~pl.col("status").is_in(STATUSES))
+        if not bad.is_empty():
+            raise TclError(f"record status {bad['status'][0]!r} is not one of {STATUSES}")
+        written = []
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        for (device, task_id), part in frame.group_by(["device", "task_id"], maintain_order=True):
+            name = f"part-{stamp}-{uuid.uuid4().hex[:8]}.parquet"
+            written.append(write_parquet_atomic(part, self.partition(device, task_id) / name))
+        return written
+
+    def files(self, device: str | None = None) -> list[Path]:
+        base = self.root / f"device={device}" if device else self.root
+        if not base.exists():
+            return []
+        return sorted(p for p in base.rglob("part-*.parquet"))
+
+    def check(self, files: list[Path]) -> tuple[list[Path], list[CorruptFile]]:
+        """Split ``files`` into readable ones and corrupt ones (footer/metadata unreadable)."""
+        good, bad = [], []
+        for f in files:
+            st = f.stat()
+            key = (str(f), st.st_size, st.st_mtime)
+            if key not in self._checked:
+                try:
+                    pq.read_metadata(f)
+                    self._checked[key] = None
+                except Exception as e:  # pyarrow raises ArrowInvalid/OSError for bad footers
+                    self._checked[key] = str(e).splitlines()[0]
+            reason = self._checked[key]
+            (good.append(f) if reason is None else bad.append(CorruptFile(f, reason)))
+        return good, bad
+
+    def read(self, device: str | None = None, task_id: str | None = None,
+             columns: list[str] | None = None) -> pl.DataFrame:
+        """Records (deduplicated by record_id); corrupt files raise a TclError naming them."""
+        files = self.files(device)
+        if task_id is not None:
+            files = [f for f in files if f.parent.name == f"task={task_id}"]
+        good, bad = self.check(files)
+        if bad:
+            raise TclError("; ".join(map(str, bad)))
+        if not good:
+            return pl.DataFrame(schema={c: RECORD_SCHEMA[c] for c in (columns or RECORD_SCHEMA)})
+        frame = pl.concat([pl.read_parquet(f, columns=columns) for f in good], how="vertical_relaxed")
+        return frame.unique("record_id", keep="first", maintain_order=True) if (
+            columns is None or "record_id" in columns) else frame
+
+    def record_ids(self, device: str, task_id: str) -> set[str]:
+        return set(self.read(device, task_id, columns=["record_id"])["record_id"].to_list())
+
+
+def now_utc() -> datetime:
+    return datetime.now(timezone.utc)
