@@ -1,0 +1,97 @@
+"""The cost-model interface: fit / predict / save / load over programs.
+
+A ``ProgramSet`` holds what any model may read about a set of programs (features computed from
+the trace alone) plus, for training, labels. Predictions are higher-is-better scores that rank
+programs within a task (``group``); they are not comparable across tasks.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from ..config import TclError
+
+PER_STORE_WIDTH = 164
+
+
+@dataclass
+class ProgramSet:
+    """Programs as ragged feature arrays.
+
+    per_store: float32 (total_stores, 164); store_offsets: int64 (n + 1,) row ranges per program.
+    tokens:    float32 (total_tokens, TOKEN_WIDTH); token_offsets: int64 (n + 1,).
+    group:     int64 (n,) task index: programs are ranked against others of the same group.
+    labels:    float32 (n,) in [0, 1] (min latency in task / latency), or None when unmeasured.
+    """
+
+    program_ids: np.ndarray
+    group: np.ndarray
+    per_store: np.ndarray
+    store_offsets: np.ndarray
+    tokens: np.ndarray
+    token_offsets: np.ndarray
+    labels: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.program_ids)
+
+    def validate(self, token_width: int) -> "ProgramSet":
+        n = len(self)
+        if n == 0:
+            raise TclError("empty program set: nothing to train on or score "
+                           "(check the device and networks selected)")
+        if self.per_store.ndim != 2 or self.per_store.shape[1] != PER_STORE_WIDTH:
+            raise TclError(f"per-store features have shape {self.per_store.shape}; "
+                           f"expected (n_stores, {PER_STORE_WIDTH})")
+        if self.tokens.ndim != 2 or self.tokens.shape[1] != token_width:
+            raise TclError(f"trace tokens have shape {self.tokens.shape}; "
+                           f"expected (n_tokens, {token_width})")
+        for name, off, rows in (("store_offsets", self.store_offsets, len(self.per_store)),
+                                ("token_offsets", self.token_offsets, len(self.tokens))):
+            if len(off) != n + 1 or off[0] != 0 or off[-1] != rows:
+                raise TclError(f"{name} do not describe {n} programs over {rows} rows")
+        if len(self.group) != n or (self.labels is not None and len(self.labels) != n):
+            raise TclError("group/labels length differs from the number of programs")
+        return self
+
+    def subset(self, index: np.ndarray) -> "ProgramSet":
+        """The programs at ``index`` (in that order), with their ragged rows."""
+        index = np.asarray(index, dtype=np.int64)
+
+        def take(rows: np.ndarray, off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            lengths = off[index + 1] - off[index]
+            new_off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+            if len(index) == 0:
+                return rows[:0], new_off
+            gather = np.concatenate([np.arange(off[i], off[i + 1]) for i in index])
+            return rows[gather], new_off
+
+        per_store, store_off = take(self.per_store, self.store_offsets)
+        tokens, token_off = take(self.tokens, self.token_offsets)
+        return ProgramSet(self.program_ids[index], self.group[index], per_store, store_off,
+                          tokens, token_off,
+                          None if self.labels is None else self.labels[index])
+
+
+class CostModel(ABC):
+    """fit / predict / save / load. Subclasses register a ``kind`` in ``tcl.models.MODEL_KINDS``."""
+
+    kind: ClassVar[str]
+
+    @abstractmethod
+    def fit(self, train: ProgramSet, valid: ProgramSet | None = None) -> "CostModel": ...
+
+    @abstractmethod
+    def predict(self, programs: ProgramSet) -> np.ndarray:
+        """Higher-is-better scores, one per program."""
+
+    @abstractmethod
+    def save(self, path: str | Path) -> None: ...
+
+    @classmethod
+    @abstractmethod
+    def load(cls, path: str | Path) -> "CostModel": ...
