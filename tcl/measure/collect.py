@@ -1,0 +1,209 @@
+"""The collection loop: per task, build a batch, then run it, then append its records.
+
+Builds and kernel timing never overlap (LocalBuilder.build returns before LocalRunner.run starts,
+and the runner times one kernel at a time). Every finished batch is one atomic Parquet file, so a
+killed collector loses at most the batch in flight; re-running skips record ids already stored.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import polars as pl
+
+from ..config import Paths, TclError
+from ..device import Device, check_runnable
+from ..sampling import apply_trace, ensure_candidates
+from ..store.records import RecordStore, now_utc, record_id
+from ..tvm_compat import meta_schedule
+from .builder import local_builder
+from .runner import make_runner, runner_device_type
+
+DEFAULT_RECORDS_PER_SEC = 3.0  # measured on the 2-core reference machine (environment notes)
+
+
+@dataclass
+class CollectStats:
+    measured: int = 0
+    errors: int = 0
+    skipped: int = 0
+    build_secs: float = 0.0
+    run_secs: float = 0.0
+    wall_secs: float = 0.0
+    per_status: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def other_secs(self) -> float:
+        return max(0.0, self.wall_secs - self.build_secs - self.run_secs)
+
+
+@dataclass
+class Plan:
+    """What a collection would do: per task, how many programs are still to measure."""
+
+    device: Device
+    tasks: pl.DataFrame  # task_id, task_name, op_class, workload_json, todo
+    programs_per_task: int
+    records_per_sec: float
+
+    @property
+    def todo(self) -> int:
+        return int(self.tasks["todo"].sum()) if len(self.tasks) else 0
+
+    @property
+    def eta_secs(self) -> float:
+        return self.todo / self.records_per_sec
+
+    def describe(self) -> str:
+        lines = [f"device {self.device.name} ({self.device.host_cpu}), target "
+                 f"{json.dumps(self.device.target)}",
+                 f"{len(self.tasks)} tasks x up to {self.programs_per_task} programs: "
+                 f"{self.todo} to measure, about {self.eta_secs / 60:.1f} min at "
+                 f"{self.records_per_sec:.1f} records/s"]
+        for row in self.tasks.iter_rows(named=True):
+            lines.append(f"  {row['task_id']}  {row['op_class']:<14} {row['todo']:>4} to measure  "
+                         f"{row['task_name']}")
+        return "\n".join(lines)
+
+
+def _classify(error: str) -> str:
+    return "timeout" if "Timeout" in error else "run_error"
+
+
+def measured_throughput(store: RecordStore, device: str) -> float:
+    """Records per second of earlier collections on this device, from their timestamps.
+
+    Gaps over a minute between consecutive records are idle time between runs, not work.
+    """
+    try:
+        times = store.read(device, columns=["measured_at"])["measured_at"].sort()
+    except TclError:
+        return DEFAULT_RECORDS_PER_SEC
+    if len(times) < 100:
+        return DEFAULT_RECORDS_PER_SEC
+    gaps = times.diff().dt.total_seconds(fractional=True).drop_nulls()
+    busy = float(gaps.filter(gaps < 60).sum())
+    return len(times) / busy if busy > 0 else DEFAULT_RECORDS_PER_SEC
+
+
+def plan(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task: int) -> Plan:
+    """Count what is left to measure, from the stored candidates and records (samples nothing)."""
+    from ..sampling import load_candidates
+
+    store = RecordStore(paths)
+    todo = []
+    for row in tasks.iter_rows(named=True):
+        cands = load_candidates(paths, row["task_id"]).head(programs_per_task)
+        done = store.record_ids(device.name, row["task_id"])
+        measured = sum(record_id(device.identity, row["task_id"], t) in done
+                       for t in cands["trace_json"])
+        todo.append(programs_per_task - measured)
+    frame = tasks.with_columns(pl.Series("todo", todo, dtype=pl.Int64))
+    return Plan(device, frame, programs_per_task, measured_throughput(store, device.name))
+
+
+def _measure_batch(device: Device, task_id: str, mod, traces: list[str], builder, runner,
+                   stats: CollectStats) -> list[dict]:
+    import tvm
+
+    ms = meta_schedule()
+    target = device.tvm_target()
+    rows, inputs, slots = [], [], []
+    base = {"device": device.name, "host_cpu": device.host_cpu,
+            "target": json.dumps(device.target, sort_keys=True), "task_id": task_id,
+            "source": "collect", "tvm_version": tvm.__version__}
+
+    def row(trace: str, status: str, error: str | None, latencies: list[float],
+            build_secs: float) -> dict:
+        from ..store.records import program_id
+
+        return {**base, "record_id": record_id(device.identity, task_id, trace),
+                "program_id": program_id(task_id, trace), "trace_json": trace,
+                "latencies": latencies, "status": status, "error": error,
+                "build_secs": build_secs, "measured_at": now_utc()}
+
+    for trace in traces:
+        try:
+            inputs.append(ms.builder.BuilderInput(apply_trace(mod, trace), target))
+            slots.append(trace)
+        except TclError as e:
+            rows.append(row(trace, "build_error", str(e), [], 0.0))
+    if not inputs:
+        return rows
+    t0 = time.perf_counter()
+    built = builder.build(inputs)
+    build_secs = time.perf_counter() - t0
+    stats.build_secs += build_secs
+    per_build = build_secs / len(inputs)
+    run_inputs, run_slots = [], []
+    for trace, inp, res in zip(slots, inputs, built):
+        if res.error_msg:
+            rows.append(row(trace, "build_error", res.error_msg.strip()[-2000:], [], per_build))
+            continue
+        args = ms.arg_info.ArgInfo.from_prim_func(inp.mod["main"])
+        run_inputs.append(ms.runner.RunnerInput(res.artifact_path, runner_device_type(device), args))
+        run_slots.append((trace, res.artifact_path))
+    t0 = time.perf_counter()
+    futures = runner.run(run_inputs) if run_inputs else []
+    results = [f.result() for f in futures]
+    stats.run_secs += time.perf_counter() - t0
+    for (trace, artifact), res in zip(run_slots, results):
+        if res.error_msg:
+            rows.append(row(trace, _classify(res.error_msg), res.error_msg.strip()[-2000:], [],
+                            per_build))
+        else:
+            rows.append(row(trace, "ok", None, [float(s) for s in res.run_secs], per_build))
+        shutil.rmtree(Path(artifact).parent, ignore_errors=True)  # the builder's temp dir
+    return rows
+
+
+def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task: int,
+            seed: int = 0, batch_size: int = 32, progress: bool = True,
+            runner_kwargs: dict | None = None,
+            on_batch: Callable[[CollectStats], None] | None = None) -> CollectStats:
+    """Measure up to ``programs_per_task`` candidates of each task on ``device``; resumable."""
+    import tvm
+    from tqdm import tqdm
+
+    check_runnable(device)
+    the_plan = plan(paths, device, tasks, programs_per_task)
+    store = RecordStore(paths)
+    stats = CollectStats()
+    t_start = time.perf_counter()
+    builder = local_builder()
+    runner = make_runner(device, **(runner_kwargs or {}))
+    bar = tqdm(total=the_plan.todo, unit="prog", disable=not progress, file=sys.stderr,
+               desc=f"collect {device.name}")
+    try:
+        for row in the_plan.tasks.iter_rows(named=True):
+            if row["todo"] == 0:
+                continue
+            cands = ensure_candidates(paths, row["task_id"], row["workload_json"],
+                                      programs_per_task, seed)
+            done = store.record_ids(device.name, row["task_id"])
+            traces = [t for t in cands["trace_json"]
+                      if record_id(device.identity, row["task_id"], t) not in done]
+            stats.skipped += len(cands) - len(traces)
+            mod = tvm.ir.load_json(row["workload_json"])
+            for i in range(0, len(traces), batch_size):
+                rows = _measure_batch(device, row["task_id"], mod, traces[i:i + batch_size],
+                                      builder, runner, stats)
+                store.append(rows)
+                for r in rows:
+                    stats.per_status[r["status"]] = stats.per_status.get(r["status"], 0) + 1
+                stats.measured += len(rows)
+                stats.errors += sum(r["status"] != "ok" for r in rows)
+                stats.wall_secs = time.perf_counter() - t_start
+                bar.update(len(rows))
+                bar.set_postfix(task=row["task_name"][:24], errors=stats.errors)
+                if on_batch:
+                    on_batch(stats)
+    finally:
+        bar.close()
+        stats.wall_secs = time.perf_counter() - t_start
+    return stats

@@ -1,0 +1,48 @@
+"""Runners for a device: MetaSchedule's LocalRunner (pinned to the profile's cores) or RPCRunner."""
+from __future__ import annotations
+
+import functools
+import os
+
+from ..device import Device
+
+
+def _pin_worker(num_threads: int) -> None:
+    """Runs in the runner's worker process: use exactly the profile's cores."""
+    os.environ["TVM_NUM_THREADS"] = str(num_threads)
+    cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, set(cpus[:num_threads]))
+
+
+def evaluator_config(device: Device):
+    from ..tvm_compat import meta_schedule
+
+    ms = meta_schedule()
+    m = device.measure
+    return ms.runner.EvaluatorConfig(number=m.number, repeat=m.repeat,
+                                     min_repeat_ms=m.min_repeat_ms,
+                                     enable_cpu_cache_flush=m.enable_cpu_cache_flush)
+
+
+def make_runner(device: Device, **local_kwargs):
+    """A runner that measures on ``device``; extra kwargs go to LocalRunner (tests use hooks)."""
+    from ..tvm_compat import meta_schedule
+
+    ms = meta_schedule()
+    config = evaluator_config(device)
+    if device.is_remote:
+        host, _, port = device.tracker.rpartition(":")
+        rpc = ms.runner.RPCConfig(tracker_host=host, tracker_port=int(port),
+                                  tracker_key=device.rpc_key,
+                                  session_timeout_sec=device.measure.timeout_sec)
+        return ms.runner.RPCRunner(rpc_config=rpc, evaluator_config=config)
+    # evaluator_config by keyword: LocalRunner's first positional parameter is timeout_sec.
+    return ms.runner.LocalRunner(timeout_sec=device.measure.timeout_sec,
+                                 evaluator_config=config,
+                                 initializer=functools.partial(_pin_worker, device.num_cores),
+                                 **local_kwargs)
+
+
+def runner_device_type(device: Device) -> str:
+    kind = device.target.get("kind", "llvm")
+    return "cpu" if kind in ("llvm", "c") else kind

@@ -1,0 +1,158 @@
+"""Candidate programs from a task's MetaSchedule design space, sampled without measuring.
+
+Half of a task's candidates are random samples of the design space (ReplayTrace); the other half
+are chains of MetaSchedule mutations (tile sizes, parallel extent, unroll, compute location) of
+those samples, replayed with the postprocessors so every candidate is a valid, buildable program.
+Candidates are device-independent: they are sampled once per task with the canonical CPU target
+and every CPU profile measures the same traces, so devices can be compared program by program.
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import polars as pl
+
+from .config import Paths, TclError
+from .features import trace_to_json
+from .store.records import program_id, write_parquet_atomic
+from .tvm_compat import meta_schedule
+
+SAMPLING_TARGET = {"kind": "llvm", "num-cores": 2}
+CANDIDATE_SCHEMA = {"program_id": pl.Utf8, "task_id": pl.Utf8, "trace_json": pl.Utf8,
+                    "origin": pl.Utf8, "round": pl.Int32,
+                    # the programs-per-task asked for when this round was sampled: a task whose
+                    # design space ran out below it is not sampled again for the same ask
+                    "requested": pl.Int32}
+
+
+def tune_context(mod, target: dict | None = None, seed: int = 0, task_name: str = "main"):
+    """A TuneContext over ``mod`` whose search strategy replays random design-space traces."""
+    import tvm
+
+    ms = meta_schedule()
+    ctx = ms.TuneContext(mod=mod, target=tvm.target.Target(target or SAMPLING_TARGET),
+                         space_generator="post-order-apply",
+                         search_strategy=ms.search_strategy.ReplayTrace(),
+                         task_name=task_name, rand_state=seed, num_threads=1)
+    return ctx
+
+
+def _random_traces(ctx, n: int) -> list:
+    spaces = ctx.generate_design_space()
+    ctx.pre_tuning(max_trials=n, num_trials_per_iter=n, design_spaces=spaces,
+                   database=None, cost_model=None)
+    cands = ctx.search_strategy.generate_measure_candidates() or []
+    ctx.post_tuning()
+    return [c.sch.trace for c in cands]
+
+
+def _mutator_apply(mutator, trace, seed: int):
+    from tvm.s_tir.meta_schedule.mutator.mutator import _ffi_api
+
+    return _ffi_api.MutatorApply(mutator, trace, seed)
+
+
+def _mutate(ctx, mod, trace, rng: random.Random, steps: int):
+    """Apply ``steps`` random MetaSchedule mutations; None when every try was invalid."""
+    from tvm import s_tir
+
+    mutators = list(ctx.space_generator.mutator_probs.items())
+    if not mutators:
+        return None
+    for _ in range(steps):
+        mutator = rng.choices([m for m, _ in mutators], weights=[p for _, p in mutators])[0]
+        # MutatorApply with an explicit seed: Mutator.apply draws from an unseeded state.
+        new = _mutator_apply(mutator, trace, rng.randrange(1, 1 << 30))
+        if new is None:
+            continue
+        sch = s_tir.Schedule(mod, seed=rng.randrange(1 << 30))
+        try:
+            new.apply_to_schedule(sch, remove_postproc=True)
+            if not all(p.apply(sch) for p in ctx.space_generator.postprocs):
+                continue
+        except Exception:  # an invalid mutation (e.g. tile no longer divides): try another
+            continue
+        trace = sch.trace
+    return trace
+
+
+def sample_programs(mod, n: int, seed: int = 0, target: dict | None = None,
+                    exclude: set[str] = frozenset()) -> list[tuple[str, str]]:
+    """Up to ``n`` distinct (trace_json, origin) candidates for one task, not in ``exclude``.
+
+    Small design spaces (injective tasks) may have fewer than ``n`` distinct programs.
+    """
+    ctx = tune_context(mod, target, seed)
+    rng = random.Random(seed)
+    seen, out = set(exclude), []
+
+    def take(trace, origin: str) -> None:
+        text = trace_to_json(trace)
+        if text not in seen and len(out) < n:
+            seen.add(text)
+            out.append((text, origin))
+
+    randoms = _random_traces(ctx, max(1, (n + 1) // 2))
+    for t in randoms:
+        take(t, "random")
+    tries = 0
+    while randoms and len(out) < n and tries < 4 * n:
+        tries += 1
+        mutated = _mutate(ctx, mod, rng.choice(randoms), rng, steps=rng.randint(1, 4))
+        if mutated is not None:
+            take(mutated, "mutation")
+    if len(out) < n:  # more random samples where mutations ran dry
+        for t in _random_traces(ctx, 2 * (n - len(out))):
+            take(t, "random")
+    return out
+
+
+def candidates_file(paths: Paths, task_id: str) -> Path:
+    return paths.candidates_dir / f"task={task_id}.parquet"
+
+
+def load_candidates(paths: Paths, task_id: str) -> pl.DataFrame:
+    f = candidates_file(paths, task_id)
+    if not f.exists():
+        return pl.DataFrame(schema=CANDIDATE_SCHEMA)
+    try:
+        return pl.read_parquet(f)
+    except Exception as e:
+        raise TclError(f"corrupt candidates file {f}: {str(e).splitlines()[0]}") from None
+
+
+def ensure_candidates(paths: Paths, task_id: str, workload_json: str, n: int,
+                      seed: int = 0) -> pl.DataFrame:
+    """The task's first ``n`` candidates, sampling (and persisting) only what is missing."""
+    import tvm
+
+    have = load_candidates(paths, task_id)
+    if len(have) >= n or (len(have) and int(have["requested"].max()) >= n):
+        return have.head(n)
+    next_round = int(have["round"].max()) + 1 if len(have) else 0
+    mod = tvm.ir.load_json(workload_json)
+    new = sample_programs(mod, n - len(have), seed=seed + 7919 * next_round,
+                          exclude=set(have["trace_json"].to_list()))
+    rows = pl.DataFrame([{"program_id": program_id(task_id, t), "task_id": task_id,
+                          "trace_json": t, "origin": o, "round": next_round, "requested": n}
+                         for t, o in new],
+                        schema=CANDIDATE_SCHEMA)
+    merged = pl.concat([have, rows])
+    if len(merged) < n:  # the design space ran out: remember the ask so it is not retried
+        merged = merged.with_columns(requested=pl.lit(n, pl.Int32))
+    write_parquet_atomic(merged, candidates_file(paths, task_id))
+    return merged.head(n)
+
+
+def apply_trace(mod, trace_json: str):
+    """The scheduled IRModule of a stored trace (raises TclError when it does not apply)."""
+    from tvm import s_tir
+
+    sch = s_tir.Schedule(mod)
+    try:
+        s_tir.schedule.Trace.apply_json_to_schedule(json.loads(trace_json), sch)
+    except Exception as e:
+        raise TclError(f"trace does not apply to its workload: {str(e).splitlines()[-1]}") from None
+    return sch.mod
