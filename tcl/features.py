@@ -93,8 +93,21 @@ def trace_tokens(trace_json: str | list) -> np.ndarray:
     return np.asarray(rows, np.float32)
 
 
+def canonical_trace_json(trace_obj: list) -> str:
+    """The one text form of a trace (ids hash it): compact JSON, booleans as 0/1 as in
+    MetaSchedule's JSONDatabase files, so a trace read back from such a file keeps its id."""
+    def canon(o: Any) -> Any:
+        if isinstance(o, bool):
+            return int(o)
+        if isinstance(o, list):
+            return [canon(x) for x in o]
+        return o
+
+    return json.dumps(canon(trace_obj), separators=(",", ":"))
+
+
 def trace_to_json(trace) -> str:
-    """Plain, compact JSON of a MetaSchedule trace (IntImm -> int, FloatImm -> float)."""
+    """Canonical JSON of a MetaSchedule trace object (IntImm -> int, FloatImm -> float)."""
     import tvm
 
     def plain(o: Any) -> Any:
@@ -110,4 +123,4 @@ def trace_to_json(trace) -> str:
             return [plain(x) for x in o]
         raise TclError(f"trace holds a value of type {type(o).__name__} that has no JSON form")
 
-    return json.dumps(plain(trace.as_json()), separators=(",", ":"))
+    return canonical_trace_json(plain(trace.as_json()))

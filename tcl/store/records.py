@@ -52,6 +52,13 @@ def program_id(task_id: str, trace_json: str) -> str:
     return content_hash(task_id, trace_json)
 
 
+def task_id_of(mod) -> str:
+    """A task's id: 16 hex digits of the structural hash of its IRModule."""
+    import tvm_ffi
+
+    return format(tvm_ffi.structural_hash(mod) & (2**64 - 1), "016x")
+
+
 def record_id(device_identity: str, task_id: str, trace_json: str) -> str:
     return content_hash(device_identity, task_id, trace_json)
 
