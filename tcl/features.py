@@ -124,3 +124,95 @@ def trace_to_json(trace) -> str:
         raise TclError(f"trace holds a value of type {type(o).__name__} that has no JSON form")
 
     return canonical_trace_json(plain(trace.as_json()))
+
+
+FEATURE_SCHEMA = {"program_id": pl.Utf8, "task_id": pl.Utf8, "n_stores": pl.Int32,
+                  "per_store": pl.List(pl.Float32), "n_tokens": pl.Int32,
+                  "tokens": pl.List(pl.Float32)}
+
+
+def features_file(paths: Paths, task_id: str) -> Path:
+    return paths.features_dir / f"task={task_id}.parquet"
+
+
+def per_store_features(mod, trace_jsons: list[str]) -> list[np.ndarray]:
+    """PerStoreFeature matrices (n_stores, 164) of programs given by their traces."""
+    from tvm import s_tir
+
+    from .sampling import SAMPLING_TARGET, tune_context
+    from .tvm_compat import meta_schedule
+
+    ms = meta_schedule()
+    ctx = tune_context(mod, SAMPLING_TARGET)
+    args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+    cands = []
+    for t in trace_jsons:
+        sch = s_tir.Schedule(mod)
+        s_tir.schedule.Trace.apply_json_to_schedule(json.loads(t), sch)
+        cands.append(ms.MeasureCandidate(sch, args))
+    feats = ms.feature_extractor.PerStoreFeature().extract_from(ctx, cands)
+    out = [f.numpy().astype(np.float32) for f in feats]
+    for f in out:
+        if f.ndim != 2 or f.shape[1] != PER_STORE_WIDTH:
+            raise TclError(f"PerStoreFeature gave shape {f.shape}; expected (n, {PER_STORE_WIDTH})")
+    return out
+
+
+def featurize_task(paths: Paths, task_id: str, workload_json: str,
+                   programs: pl.DataFrame) -> int:
+    """Cache features of ``programs`` (program_id, trace_json) not yet cached; returns how many."""
+    import tvm
+
+    f = features_file(paths, task_id)
+    have = pl.read_parquet(f) if f.exists() else pl.DataFrame(schema=FEATURE_SCHEMA)
+    todo = programs.unique("program_id", maintain_order=True).filter(
+        ~pl.col("program_id").is_in(have["program_id"].implode()))
+    if todo.is_empty():
+        return 0
+    mod = tvm.ir.load_json(workload_json)
+    stores = per_store_features(mod, todo["trace_json"].to_list())
+    tokens = [trace_tokens(t) for t in todo["trace_json"]]
+    new = pl.DataFrame({
+        "program_id": todo["program_id"], "task_id": [task_id] * len(todo),
+        "n_stores": [len(s) for s in stores], "per_store": [s.ravel() for s in stores],
+        "n_tokens": [len(t) for t in tokens], "tokens": [t.ravel() for t in tokens],
+    }, schema=FEATURE_SCHEMA)
+    from .store.records import write_parquet_atomic
+
+    write_parquet_atomic(pl.concat([have, new]), f)
+    return len(new)
+
+
+def featurize(paths: Paths, task_ids: Iterable[str] | None = None, progress: bool = True) -> int:
+    """Features for every known program (candidates and measured) of the tasks; incremental."""
+    from tqdm import tqdm
+
+    from .store.catalog import Catalog
+
+    cat = Catalog(paths, in_memory=True)
+    try:
+        frame = cat.sql("""
+            SELECT p.task_id, t.workload_json, p.program_id, p.trace_json FROM (
+              SELECT task_id, program_id, trace_json FROM programs
+              UNION SELECT task_id, program_id, trace_json FROM records) p
+            JOIN tasks t USING (task_id) ORDER BY p.task_id""")
+    finally:
+        cat.close()
+    if task_ids is not None:
+        frame = frame.filter(pl.col("task_id").is_in(list(task_ids)))
+    total = 0
+    groups = list(frame.group_by(["task_id"], maintain_order=True))
+    for (task_id,), group in tqdm(groups, desc="featurize", unit="task", disable=not progress):
+        total += featurize_task(paths, task_id, group["workload_json"][0],
+                                group.select("program_id", "trace_json"))
+    return total
+
+
+def load_features(paths: Paths, task_ids: Iterable[str]) -> pl.DataFrame:
+    files = [features_file(paths, t) for t in task_ids]
+    missing = [str(f) for f in files if not f.exists()]
+    if missing:
+        raise TclError(f"features not computed for {len(missing)} task(s), e.g. {missing[0]}: "
+                       "run `tcl featurize` first")
+    return pl.concat([pl.read_parquet(f) for f in files]) if files else \
+        pl.DataFrame(schema=FEATURE_SCHEMA)

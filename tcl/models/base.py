@@ -26,6 +26,8 @@ class ProgramSet:
     tokens:    float32 (total_tokens, TOKEN_WIDTH); token_offsets: int64 (n + 1,).
     group:     int64 (n,) task index: programs are ranked against others of the same group.
     labels:    float32 (n,) in [0, 1] (min latency in task / latency), or None when unmeasured.
+    task_ids / latency: the task id and measured mean latency (s, NaN on error) per program, when
+               loaded from the store (evaluation reads them; models do not).
     """
 
     program_ids: np.ndarray
@@ -35,6 +37,8 @@ class ProgramSet:
     tokens: np.ndarray
     token_offsets: np.ndarray
     labels: np.ndarray | None = None
+    task_ids: np.ndarray | None = None
+    latency: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.program_ids)
@@ -72,9 +76,10 @@ class ProgramSet:
 
         per_store, store_off = take(self.per_store, self.store_offsets)
         tokens, token_off = take(self.tokens, self.token_offsets)
+        pick = lambda a: None if a is None else a[index]  # noqa: E731
         return ProgramSet(self.program_ids[index], self.group[index], per_store, store_off,
-                          tokens, token_off,
-                          None if self.labels is None else self.labels[index])
+                          tokens, token_off, pick(self.labels), pick(self.task_ids),
+                          pick(self.latency))
 
 
 class CostModel(ABC):

@@ -1,0 +1,58 @@
+"""Training and evaluation sets: cached features joined with a device's measured records."""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+import polars as pl
+
+from .config import Paths, TclError
+from .features import TOKEN_WIDTH, load_features
+from .models.base import PER_STORE_WIDTH, ProgramSet
+from .store.catalog import Catalog
+
+
+def measured(paths: Paths, device: str, task_ids: Iterable[str] | None = None) -> pl.DataFrame:
+    """program_id, task_id, latency (NaN for error rows) of a device's records."""
+    cat = Catalog(paths, in_memory=True)
+    try:
+        frame = cat.sql(f"SELECT program_id, task_id, coalesce(latency, 'NaN'::DOUBLE) AS latency "
+                        f"FROM records WHERE device = '{device.replace(chr(39), '')}' "
+                        "ORDER BY task_id, program_id")
+    finally:
+        cat.close()
+    if task_ids is not None:
+        frame = frame.filter(pl.col("task_id").is_in(list(task_ids)))
+    return frame
+
+
+def to_program_set(frame: pl.DataFrame, with_labels: bool = True) -> ProgramSet:
+    """A ProgramSet from rows holding features (and latency when ``with_labels``)."""
+    from .metrics import labels as label_fn
+
+    if frame.is_empty():
+        raise TclError("no programs with both features and measurements for this selection: "
+                       "collect and `tcl featurize` first")
+    task_index = {t: i for i, t in enumerate(dict.fromkeys(frame["task_id"].to_list()))}
+    group = np.array([task_index[t] for t in frame["task_id"]], np.int64)
+    n_stores = frame["n_stores"].to_numpy().astype(np.int64)
+    n_tokens = frame["n_tokens"].to_numpy().astype(np.int64)
+    per_store = frame["per_store"].explode().to_numpy().astype(np.float32)
+    tokens = frame["tokens"].explode().to_numpy().astype(np.float32)
+    latency = frame["latency"].to_numpy().astype(np.float64) if "latency" in frame.columns else None
+    return ProgramSet(
+        program_ids=frame["program_id"].to_numpy(), group=group,
+        per_store=per_store.reshape(-1, PER_STORE_WIDTH),
+        store_offsets=np.concatenate([[0], np.cumsum(n_stores)]).astype(np.int64),
+        tokens=tokens.reshape(-1, TOKEN_WIDTH),
+        token_offsets=np.concatenate([[0], np.cumsum(n_tokens)]).astype(np.int64),
+        labels=label_fn(latency, group).astype(np.float32) if with_labels else None,
+        task_ids=frame["task_id"].to_numpy(), latency=latency)
+
+
+def load_program_set(paths: Paths, device: str, task_ids: list[str] | None = None) -> ProgramSet:
+    """Measured programs of ``device`` (optionally only ``task_ids``) with features and labels."""
+    records = measured(paths, device, task_ids)
+    feats = load_features(paths, records["task_id"].unique().sort().to_list())
+    frame = records.join(feats.drop("task_id"), on="program_id", how="inner")
+    return to_program_set(frame.sort("task_id", "program_id"))
