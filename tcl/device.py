@@ -86,6 +86,10 @@ BUILTIN_DEVICES: dict[str, Device] = {
         Device("cpu-sse42", {"kind": "llvm", "mcpu": "nehalem", "num-cores": 1},
                requires_flags=("sse4_2",),
                description="x86 SSE4.2 codegen, 1 core"),
+        # For hosts without AVX-512 (a third platform beside the two above).
+        Device("cpu-avx2-1c", {"kind": "llvm", "mcpu": "haswell", "num-cores": 1},
+               requires_flags=("avx2", "fma"),
+               description="x86 AVX2+FMA codegen, 1 core"),
     ]
 }
 
@@ -123,10 +127,20 @@ def make_target(target: dict[str, Any]):
         raise TclError(f"invalid target {target!r}: expected a JSON object with a 'kind' key, "
                        'e.g. {"kind": "llvm", "mcpu": "haswell", "num-cores": 2}')
     try:
-        return tvm.target.Target(target)
-    except Exception as e:  # TVM raises its own error types; keep its first line
+        made = tvm.target.Target(target)
+    except Exception as e:  # TVM raises its own error types; keep its last line
         first = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         raise TclError(f"invalid target {json.dumps(target)}: TVM refused it ({first})") from None
+    # LLVM only warns about an unknown CPU and then generates generic code: refuse it here.
+    mcpu = target.get("mcpu")
+    if target["kind"] == "llvm" and mcpu:
+        from tvm.target import codegen
+
+        triple = target.get("mtriple") or codegen.llvm_get_system_triple()
+        if not codegen.llvm_is_valid_cpu(mcpu, triple):
+            raise TclError(f"invalid target {json.dumps(target)}: LLVM does not know CPU "
+                           f"{mcpu!r} for {triple} (e.g. haswell, skylake-avx512, znver4)")
+    return made
 
 
 class DeviceRegistry:

@@ -1,0 +1,201 @@
+"""The ``tcl`` command. Each subcommand is a thin wrapper over one library function."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from .config import Paths, TclError
+
+
+def _paths(args) -> Paths:
+    return Paths(Path(args.data).resolve()) if args.data else Paths.default()
+
+
+def _print_frame(frame) -> None:
+    import polars as pl
+
+    with pl.Config(tbl_rows=200, tbl_cols=30, fmt_str_lengths=60, tbl_width_chars=200):
+        print(frame)
+
+
+def _zoo_tasks(paths: Paths, networks: list[str] | None, split: str = "all",
+               max_tasks: int | None = None, small: bool = False):
+    """Tasks of the selected networks, extracting them into the zoo first where needed."""
+    import polars as pl
+
+    from .zoo.extract import build_zoo, load_networks, load_tasks
+    from .zoo.networks import zoo_instances
+
+    instances = zoo_instances(networks, small=small)
+    build_zoo(paths, instances=instances)
+    nets = load_networks(paths).filter(
+        pl.col("network_key").is_in([i.key for i in instances]))
+    if split != "all":
+        nets = nets.filter(pl.col("holdout") == (split == "holdout"))
+    wanted = nets.group_by("task_id").agg(pl.col("weight").sum()).sort("weight", "task_id",
+                                                                       descending=[True, False])
+    tasks = load_tasks(paths).join(wanted.select("task_id"), on="task_id", how="semi")
+    tasks = tasks.join(wanted, on="task_id").sort("weight", "task_id", descending=[True, False])
+    return tasks.head(max_tasks) if max_tasks else tasks
+
+
+def cmd_device(args) -> int:
+    from .device import DeviceRegistry, check_runnable
+
+    reg = DeviceRegistry(_paths(args))
+    if args.action == "add":
+        d = reg.add(args.name, args.target, rpc_key=args.rpc_key, tracker=args.tracker)
+        print(f"added device {d.name}: {json.dumps(d.target)}")
+        return 0
+    for d in reg.all().values():
+        try:
+            check_runnable(d)
+            ok = "runs here" if not d.is_remote else f"remote via {d.tracker}"
+        except TclError as e:
+            ok = f"NOT runnable here: {e}"
+        print(f"{d.name:<14} {json.dumps(d.target):<60} {ok}")
+    return 0
+
+
+def cmd_zoo(args) -> int:
+    tasks = _zoo_tasks(_paths(args), args.networks, small=args.small)
+    print(f"{len(tasks)} tasks in the selected networks")
+    return 0
+
+
+def cmd_collect(args) -> int:
+    from .device import DeviceRegistry, check_runnable
+    from .measure.collect import collect, plan
+
+    paths = _paths(args)
+    device = DeviceRegistry(paths).get(args.device)
+    check_runnable(device)
+    tasks = _zoo_tasks(paths, args.networks, args.split, args.max_tasks, args.small)
+    if args.dry_run:
+        print(plan(paths, device, tasks, args.programs_per_task).describe())
+        return 0
+    stats = collect(paths, device, tasks, args.programs_per_task, seed=args.seed,
+                    batch_size=args.batch_size)
+    print(f"measured {stats.measured} programs ({stats.errors} errors: {stats.per_status}), "
+          f"{stats.skipped} already stored; wall {stats.wall_secs:.0f}s = build "
+          f"{stats.build_secs:.0f}s + run {stats.run_secs:.0f}s + other {stats.other_secs:.0f}s")
+    return 0
+
+
+def cmd_featurize(args) -> int:
+    from .features import featurize
+
+    print(f"featurized {featurize(_paths(args))} new programs")
+    return 0
+
+
+def cmd_query(args) -> int:
+    from .store.catalog import query
+
+    _print_frame(query(_paths(args), args.sql))
+    return 0
+
+
+def cmd_import(args) -> int:
+    from .device import DeviceRegistry
+    from .store.msjson import import_database
+
+    paths = _paths(args)
+    stats = import_database(paths, args.dir, DeviceRegistry(paths).get(args.device))
+    for p in stats.problems:
+        print(f"warning: skipped {p}", file=sys.stderr)
+    print(f"imported {stats.records} records ({stats.tasks} new tasks), "
+          f"{len(stats.problems)} malformed lines skipped")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from .device import DeviceRegistry
+    from .store.msjson import export_database
+
+    paths = _paths(args)
+    n = export_database(paths, DeviceRegistry(paths).get(args.device), args.dir, args.tasks)
+    print(f"exported {n} records to {args.dir}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tcl", description=__doc__)
+    p.add_argument("--data", help="data root (default: $TCL_DATA or ./data)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("device", help="list or add devices")
+    dsub = d.add_subparsers(dest="action", required=True)
+    dsub.add_parser("list", help="built-in profiles and your devices")
+    add = dsub.add_parser("add", help="register a device")
+    add.add_argument("name")
+    add.add_argument("--target", required=True, help='TVM target as JSON, e.g. {"kind": "llvm"}')
+    add.add_argument("--rpc-key")
+    add.add_argument("--tracker", help="HOST:PORT of a TVM RPC tracker")
+    d.set_defaults(func=cmd_device)
+
+    def selection(sp):
+        sp.add_argument("--networks", nargs="+", help="network names (default: the whole zoo)")
+        sp.add_argument("--small", action="store_true", help="reduced input shapes (tests)")
+
+    z = sub.add_parser("zoo", help="extract tuning tasks of the networks")
+    selection(z)
+    z.set_defaults(func=cmd_zoo)
+
+    c = sub.add_parser("collect", help="sample and measure programs on a device")
+    c.add_argument("--device", required=True)
+    c.add_argument("--programs-per-task", type=int, default=32)
+    c.add_argument("--split", choices=["all", "train", "holdout"], default="all")
+    c.add_argument("--max-tasks", type=int, help="only the N heaviest tasks")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--batch-size", type=int, default=32)
+    c.add_argument("--dry-run", action="store_true", help="print the plan and estimated time")
+    selection(c)
+    c.set_defaults(func=cmd_collect)
+
+    f = sub.add_parser("featurize", help="compute and cache features of all known programs")
+    f.set_defaults(func=cmd_featurize)
+
+    q = sub.add_parser("query", help="SQL over records, programs, tasks, networks, devices")
+    q.add_argument("sql")
+    q.set_defaults(func=cmd_query)
+
+    i = sub.add_parser("import", help="import a MetaSchedule JSONDatabase directory")
+    i.add_argument("dir")
+    i.add_argument("--device", required=True)
+    i.set_defaults(func=cmd_import)
+
+    e = sub.add_parser("export", help="export records as a MetaSchedule JSONDatabase")
+    e.add_argument("dir")
+    e.add_argument("--device", required=True)
+    e.add_argument("--tasks", nargs="+")
+    e.set_defaults(func=cmd_export)
+
+    try:  # the pipeline's subcommands (train, evaluate, ...) register themselves there
+        from .cli_pipeline import register
+    except ImportError:
+        pass
+    else:
+        register(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TVM_LOG_LEVEL", "WARNING")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except TclError as e:
+        print(f"tcl: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tcl: interrupted; finished batches are stored, run the command again to resume",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
