@@ -1,0 +1,186 @@
+"""Tuning tasks of the zoo: torch.export -> Relax -> MetaSchedule task extraction, deduplicated.
+
+A task's id is the structural hash of its IRModule, so the same operator at the same shapes is
+one task however many networks run it; ``networks.parquet`` keeps each network's weight for it.
+"""
+from __future__ import annotations
+
+import re
+import time
+import warnings
+
+import polars as pl
+
+from ..config import Paths, TclError
+from ..store.records import write_parquet_atomic
+from .networks import NetworkInstance, zoo_instances
+
+TARGET = {"kind": "llvm", "num-cores": 2}
+
+TASK_SCHEMA: dict[str, pl.DataType] = {
+    "task_id": pl.Utf8, "task_name": pl.Utf8, "op_class": pl.Utf8,
+    "workload_json": pl.Utf8, "flop": pl.Float64,
+}
+NETWORK_SCHEMA: dict[str, pl.DataType] = {
+    "network": pl.Utf8, "batch": pl.Int64, "input_shape": pl.Utf8, "network_key": pl.Utf8,
+    "task_id": pl.Utf8, "weight": pl.Int64, "holdout": pl.Boolean,
+}
+OP_CLASSES = ("conv", "depthwise_conv", "dense", "batch_matmul", "pool", "reduction", "softmax",
+              "norm", "injective", "other")
+
+
+def task_id(mod) -> str:
+    """16 hex digits of the structural hash: equal for structurally equal task modules."""
+    import tvm_ffi
+
+    return format(tvm_ffi.structural_hash(mod) & (2**64 - 1), "016x")
+
+
+def task_module(workload_json: str):
+    """The task's IRModule back from its ``workload_json``."""
+    import tvm
+
+    return tvm.ir.load_json(workload_json)
+
+
+def relax_module(inst: NetworkInstance):
+    """The network as a legalized and fused Relax module (what task extraction needs)."""
+    import torch
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    spec = inst.spec
+    model = spec.model(inst.size)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation noise
+        exported = torch.export.export(model, spec.example(inst.batch, inst.size))
+        mod = from_exported_program(exported)
+    # Without legalization and fusion MetaSchedule finds no TIR functions to tune.
+    return relax.get_pipeline("zero")(mod)
+
+
+def extract_tasks(instance: NetworkInstance) -> list[dict]:
+    """One row per distinct task of ``instance``: task_id, task_name, op_class, workload_json,
+    flop, weight (how many times one inference runs it)."""
+    import tvm
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    from ..tvm_compat import meta_schedule
+
+    ms = meta_schedule()
+    try:
+        mod = relax_module(instance)
+    except Exception as e:  # conversion errors come from torch or TVM with long traces
+        raise TclError(f"network {instance.key} did not convert to Relax: "
+                       f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+    extracted = ms.relax_integration.extract_tasks(mod, tvm.target.Target(TARGET))
+    rows: dict[str, dict] = {}
+    for t in extracted:
+        task = t.dispatched[0]
+        tid = task_id(task)
+        if tid in rows:  # structurally equal functions under two names: one task
+            rows[tid]["weight"] += int(t.weight)
+            continue
+        try:
+            flop = float(estimate_tir_flops(task))
+        except Exception:  # some index expressions are not analysable; the count is optional
+            flop = 0.0
+        rows[tid] = {"task_id": tid, "task_name": t.task_name, "op_class": op_class(task, t.task_name),
+                     "workload_json": tvm.ir.save_json(task), "flop": flop, "weight": int(t.weight)}
+    return list(rows.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# Operator classes
+
+
+def _ops(task_name: str) -> list[str]:
+    """Relax operator names in a fused function's name: ``fused_conv2d3_add1_relu`` ->
+    ``["conv2d", "add", "relu"]`` (TVM appends numbers to make names unique)."""
+    name = task_name[len("fused_"):] if task_name.startswith("fused_") else task_name
+    return [re.sub(r"\d+$", "", p) for p in name.split("_") if p]
+
+
+def op_class(mod, task_name: str) -> str:
+    """The class of the task's main computation, from its anchor block (the largest reduction)
+    and the Relax operator names in ``task_name``."""
+    from tvm.s_tir.analysis import find_anchor_sblock
+
+    ops = set(_ops(task_name))
+    try:
+        anchor = find_anchor_sblock(mod)
+    except Exception:  # ambiguous anchors (several equal reductions)
+        anchor = None
+    block = anchor.name_hint if anchor is not None else ""
+    if "conv" in block:
+        reduce = [iv for iv in anchor.iter_vars if iv.iter_type == 2]
+        # A depthwise convolution reduces over one input channel per output channel.
+        return "depthwise_conv" if reduce and int(reduce[0].dom.extent) == 1 else "conv"
+    if "matmul" in block or "dense" in block:
+        batched = sum(len(r.source.shape) >= 3 for r in anchor.reads) >= 2
+        return "batch_matmul" if batched else "dense"
+    if "softmax" in block or "softmax" in ops:
+        return "softmax"
+    if ops & {"layer", "batch", "group", "rms", "instance"} and "norm" in ops:
+        return "norm"
+    if "pool" in block or any("pool" in o for o in ops):
+        return "pool"
+    if anchor is not None:
+        return "pool" if "mean" in ops and _global_pool(anchor) else "reduction"
+    if ops & {"sort", "argsort", "topk", "cumsum", "where", "nonzero", "unique"}:
+        return "other"
+    return "injective"
+
+
+def _global_pool(anchor) -> bool:
+    """A mean over the two trailing axes of an NCHW tensor: global average pooling."""
+    kinds = [iv.iter_type for iv in anchor.iter_vars]
+    return len(kinds) == 6 and kinds[-2:] == [2, 2] and all(
+        int(iv.dom.extent) == 1 for iv in anchor.iter_vars[2:4])
+
+
+# ---------------------------------------------------------------------------------------------
+# The zoo tables
+
+
+def load_tasks(paths: Paths) -> pl.DataFrame:
+    """``zoo/tasks.parquet`` (empty with the right schema when the zoo was not built yet)."""
+    f = paths.tasks_file
+    return pl.read_parquet(f) if f.exists() else pl.DataFrame(schema=TASK_SCHEMA)
+
+
+def load_networks(paths: Paths) -> pl.DataFrame:
+    """``zoo/networks.parquet`` (empty with the right schema when the zoo was not built yet)."""
+    f = paths.networks_file
+    return pl.read_parquet(f) if f.exists() else pl.DataFrame(schema=NETWORK_SCHEMA)
+
+
+def build_zoo(paths: Paths, networks: list[str] | None = None,
+              instances: list[NetworkInstance] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Extract the tasks of every instance not yet in ``networks.parquet`` and add them.
+
+    Both tables are rewritten atomically after each instance (tasks first, so every task_id in
+    networks.parquet is in tasks.parquet), so an interrupted build keeps what it finished.
+    Returns (tasks, networks), the whole tables.
+    """
+    todo = instances if instances is not None else zoo_instances(networks)
+    tasks, nets = load_tasks(paths), load_networks(paths)
+    done = set(nets["network_key"].unique().to_list())
+    todo = [i for i in todo if i.key not in done]
+    if not todo:
+        print(f"zoo: all instances already extracted ({len(tasks)} tasks)", flush=True)
+    for n, inst in enumerate(todo, 1):
+        start = time.perf_counter()
+        rows = extract_tasks(inst)
+        known = set(tasks["task_id"].to_list())
+        new = [{k: r[k] for k in TASK_SCHEMA} for r in rows if r["task_id"] not in known]
+        tasks = pl.concat([tasks, pl.DataFrame(new, schema=TASK_SCHEMA)])
+        nets = pl.concat([nets, pl.DataFrame(
+            [{"network": inst.network, "batch": inst.batch, "input_shape": inst.input_shape,
+              "network_key": inst.key, "task_id": r["task_id"], "weight": r["weight"],
+              "holdout": inst.holdout} for r in rows], schema=NETWORK_SCHEMA)])
+        write_parquet_atomic(tasks, paths.tasks_file)
+        write_parquet_atomic(nets, paths.networks_file)
+        print(f"zoo [{n}/{len(todo)}] {inst.key}: {len(rows)} tasks ({len(new)} new), "
+              f"{time.perf_counter() - start:.1f}s; {len(tasks)} unique tasks", flush=True)
+    return tasks, nets
