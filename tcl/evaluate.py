@@ -173,13 +173,16 @@ def write_report(frame: pl.DataFrame, out_dir: str | Path) -> dict[str, Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     values = [c for c in frame.columns if c.startswith("top") or c == "pairwise"]
-    show = lambda scope, key: frame.filter(pl.col("scope") == scope).select(  # noqa: E731
-        "model", pl.col("device").fill_null("all"), pl.col("name").alias(key), *values,
-        "n_tasks", "n_programs").sort("device", key, "model")
+    def show(scope: str, key: str | None) -> pl.DataFrame:
+        keys = [pl.col("name").alias(key)] if key else []
+        return frame.filter(pl.col("scope") == scope).select(
+            pl.col("device").fill_null("all"), *keys, "model", *values, "n_tasks",
+            "n_programs").sort("device", *([key] if key else []), "model")
+
     md = ["# Cost-model evaluation on held-out networks", "",
           "Top-k: TenSet's score (weighted best latency / best latency among the top-k ranked "
           "programs). Pairwise: share of same-task pairs ordered correctly. See tcl/metrics.py.",
-          "", "## Mean over held-out networks", "", markdown_table(show("mean", "mean")),
+          "", "## Mean over held-out networks", "", markdown_table(show("mean", None)),
           "", "## Per held-out network", "", markdown_table(show("network", "network")),
           "", "## Per operator class (tasks of the held-out networks)", "",
           markdown_table(show("op_class", "op_class")), ""]

@@ -27,6 +27,7 @@ from .base import CostModel, ProgramSet
 
 FORMAT_VERSION = 1
 OBJECTIVES = ("reg", "rank")
+RANK_MIN_DELTA = 1e-3  # pair-loss improvement that counts for early stopping
 
 
 class _PackSum:
@@ -160,10 +161,15 @@ class XGBModel(CostModel):
             pack = packs[id(dmatrix)]
             return ("pair-loss", pack.pair_loss(pred)) if rank else ("p-rmse", pack.rmse(pred))
 
+        # Strict improvement for p-rmse (as MetaSchedule); the pair loss on the training set
+        # keeps creeping down for thousands of rounds, so it must improve by RANK_MIN_DELTA.
+        stop = xgb.callback.EarlyStopping(
+            rounds=self.params["early_stopping_rounds"], data_name="eval",
+            metric_name="pair-loss" if rank else "p-rmse", maximize=False,
+            min_delta=RANK_MIN_DELTA if rank else 0.0)
         self.booster = xgb.train(
             self._xgb_params(), d_train.dmatrix, num_boost_round=self.params["num_boost_round"],
-            evals=[(d_eval.dmatrix, "eval")], obj=obj, custom_metric=metric,
-            early_stopping_rounds=self.params["early_stopping_rounds"],
+            evals=[(d_eval.dmatrix, "eval")], obj=obj, custom_metric=metric, callbacks=[stop],
             verbose_eval=25 if self.params["verbose"] else False)
         self.best_iteration = int(self.booster.best_iteration)
         return self
