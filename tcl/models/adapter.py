@@ -1,0 +1,127 @@
+"""Any tcl CostModel as a MetaSchedule ``PyCostModel``, so it can drive ``tune_tir``/``tune_relax``.
+
+predict() featurizes the candidates exactly as tcl's feature cache does, from the schedule's
+trace alone: PerStoreFeature (per-store rows) and ``trace_tokens(trace_to_json(sch.trace))``;
+the candidates form one group (one task) and the model's higher-is-better scores are returned.
+
+update() has two modes:
+- "none" (default): the model stays as trained offline (TCL's use: a model distilled for the
+  device ranks candidates from the first batch; measured results are not learned during search).
+- "refit": measured candidates are labelled per workload (tcl.metrics.labels) and, as
+  MetaSchedule's XGBModel does with adaptive training, the model is refit on ``base`` plus
+  everything measured whenever the measured set grew by 20% since the last fit. ``fit`` is the
+  model's own: from scratch for XGB; whatever the neural models' fit does for them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..features import TOKEN_WIDTH, trace_to_json, trace_tokens
+from ..config import TclError
+from ..tvm_compat import meta_schedule
+from .base import PER_STORE_WIDTH, CostModel, ProgramSet
+
+ms = meta_schedule()  # before any meta_schedule import: registers tensor intrinsics cheaply
+
+from tvm.ir.utils import derived_object  # noqa: E402
+
+UPDATE_MODES = ("none", "refit")
+_REFIT_GROWTH = 0.2  # MetaSchedule's adaptive training threshold (retrain after +20% data)
+
+
+def _offsets(counts) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+
+def concat_program_sets(parts: list[ProgramSet]) -> ProgramSet:
+    """One ProgramSet from several (groups kept as given; labels required on all or none)."""
+    with_labels = all(p.labels is not None for p in parts)
+    return ProgramSet(
+        np.concatenate([p.program_ids for p in parts]),
+        np.concatenate([p.group for p in parts]),
+        np.concatenate([p.per_store for p in parts]),
+        _offsets(np.concatenate([np.diff(p.store_offsets) for p in parts])),
+        np.concatenate([p.tokens for p in parts]),
+        _offsets(np.concatenate([np.diff(p.token_offsets) for p in parts])),
+        np.concatenate([p.labels for p in parts]) if with_labels else None)
+
+
+def featurize_candidates(context, candidates, extractor=None, group: int = 0) -> ProgramSet:
+    """A ProgramSet (one group) of MetaSchedule measure candidates, computed from their traces."""
+    extractor = extractor or ms.feature_extractor.PerStoreFeature()
+    feats = [np.asarray(f.numpy(), np.float32).reshape(-1, PER_STORE_WIDTH)
+             for f in extractor.extract_from(context, candidates)]
+    toks = [trace_tokens(trace_to_json(c.sch.trace)) for c in candidates]
+    n = len(candidates)
+    return ProgramSet(
+        program_ids=np.arange(n).astype(str), group=np.full(n, group, np.int64),
+        per_store=np.concatenate(feats) if feats else np.zeros((0, PER_STORE_WIDTH), np.float32),
+        store_offsets=_offsets([len(f) for f in feats]),
+        tokens=np.concatenate(toks) if toks else np.zeros((0, TOKEN_WIDTH), np.float32),
+        token_offsets=_offsets([len(t) for t in toks]))
+
+
+@derived_object
+class TclCostModel(ms.cost_model.PyCostModel):
+    """Wraps ``model`` (a fitted tcl CostModel) for MetaSchedule search."""
+
+    def __init__(self, model: CostModel, update_mode: str = "none", base: ProgramSet | None = None):
+        super().__init__()
+        if not isinstance(model, CostModel):
+            raise TclError(f"TclCostModel needs a tcl CostModel; got {type(model).__name__}")
+        if update_mode not in UPDATE_MODES:
+            raise TclError(f"update_mode {update_mode!r} is unknown; expected one of {UPDATE_MODES}")
+        if base is not None and base.labels is None:
+            raise TclError("base programs for refitting need labels")
+        self.model = model
+        self.update_mode = update_mode
+        self.base = base
+        self.extractor = ms.feature_extractor.PerStoreFeature()
+        self._measured: dict[str, list[tuple[ProgramSet, np.ndarray]]] = {}
+        self._n_measured = 0
+        self._n_at_last_fit = 0
+
+    def load(self, path: str) -> None:
+        from . import load_model
+
+        self.model = load_model(path)
+
+    def save(self, path: str) -> None:
+        self.model.save(path)
+
+    def predict(self, context, candidates) -> np.ndarray:
+        if len(candidates) == 0:
+            return np.zeros(0, np.float64)
+        programs = featurize_candidates(context, candidates, self.extractor)
+        scores = np.asarray(self.model.predict(programs), np.float64)
+        # NaN would poison MetaSchedule's sort: such candidates go last.
+        return np.nan_to_num(scores, nan=-1e30, posinf=1e30, neginf=-1e30)
+
+    def update(self, context, candidates, results) -> None:
+        if self.update_mode == "none" or len(candidates) == 0:
+            return
+        import tvm_ffi
+
+        programs = featurize_candidates(context, candidates, self.extractor)
+        run_secs = np.array([np.mean([float(s) for s in r.run_secs]) if r.run_secs else np.nan
+                             for r in results])
+        key = f"{tvm_ffi.structural_hash(context.mod):016x}"
+        self._measured.setdefault(key, []).append((programs, run_secs))
+        self._n_measured += len(candidates)
+        if self._n_measured - self._n_at_last_fit < _REFIT_GROWTH * self._n_at_last_fit:
+            return
+        self._n_at_last_fit = self._n_measured
+        self.model.fit(self._training_set())
+
+    def _training_set(self) -> ProgramSet:
+        from ..metrics import labels
+
+        parts = [] if self.base is None else [self.base]
+        next_group = 0 if self.base is None else int(self.base.group.max()) + 1
+        for g, chunks in enumerate(self._measured.values(), start=next_group):
+            ps = concat_program_sets([p for p, _ in chunks])
+            secs = np.concatenate([s for _, s in chunks])
+            ps.group = np.full(len(ps), g, np.int64)
+            ps.labels = labels(secs, ps.group)
+            parts.append(ps)
+        return concat_program_sets(parts)

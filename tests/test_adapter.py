@@ -1,0 +1,151 @@
+"""The model registry, the XGBoost baseline and the MetaSchedule adapter (one real tune_tir run)."""
+import json
+
+import numpy as np
+import pytest
+
+from tcl.config import TclError
+from tcl.evaluate import synthetic_data
+from tcl.models import MODEL_KINDS, load_model, make_model, read_kind
+from tcl.models.base import CostModel, ProgramSet
+from tcl.models.xgb import XGBModel
+
+FAST = {"num_boost_round": 15, "nthread": 1}
+
+
+@pytest.fixture(scope="module")
+def programs() -> ProgramSet:
+    return synthetic_data(n_tasks=4, programs_per_task=20, seed=1)[0]
+
+
+def test_registry_kinds_and_unknown_kind():
+    assert set(MODEL_KINDS) == {"mamba", "tenset-mlp", "tlp", "xgb"}
+    assert MODEL_KINDS["xgb"] is XGBModel
+    with pytest.raises(TclError, match="known kinds: mamba, tenset-mlp, tlp, xgb"):
+        make_model("svm")
+    with pytest.raises(TclError, match="rejected parameters"):
+        make_model("xgb", depth=3)
+
+
+@pytest.mark.parametrize("objective", ["reg", "rank"])
+def test_xgb_fit_predict_save_load(tmp_path, programs, objective):
+    model = make_model("xgb", objective=objective, **FAST).fit(programs)
+    scores = model.predict(programs)
+    assert scores.shape == (len(programs),) and np.isfinite(scores).all()
+    assert model.num_parameters() > 0
+    path = tmp_path / "m.model"
+    model.save(path)
+    assert read_kind(path) == "xgb"
+    again = load_model(path)
+    np.testing.assert_allclose(again.predict(programs), scores)
+    assert again.params == model.params
+
+
+def test_xgb_program_without_stores_ranks_last(programs):
+    model = XGBModel(**FAST).fit(programs)
+    p = programs.subset(np.arange(3))
+    counts = np.diff(p.store_offsets)
+    keep = np.arange(counts[0], p.store_offsets[-1])  # drop program 0's stores
+    empty = ProgramSet(p.program_ids, p.group, p.per_store[keep],
+                       np.concatenate([[0], np.cumsum([0, *counts[1:]])]).astype(np.int64),
+                       p.tokens, p.token_offsets)
+    scores = model.predict(empty)
+    assert scores[0] < scores[1:].min()
+
+
+def test_xgb_errors_name_the_file(tmp_path, programs):
+    with pytest.raises(TclError, match="not fitted"):
+        XGBModel().predict(programs)
+    unlabelled = ProgramSet(programs.program_ids, programs.group, programs.per_store,
+                            programs.store_offsets, programs.tokens, programs.token_offsets)
+    with pytest.raises(TclError, match="no labels"):
+        XGBModel(**FAST).fit(unlabelled)
+    with pytest.raises(TclError, match="objective"):
+        XGBModel(objective="lambdamart")
+    other = tmp_path / "other.model"
+    other.write_text(json.dumps({"kind": "mamba", "version": 1}))
+    with pytest.raises(TclError, match=f"{other}.*kind 'mamba'"):
+        XGBModel.load(other)
+    old = tmp_path / "old.model"
+    old.write_text(json.dumps({"kind": "xgb", "version": 0}))
+    with pytest.raises(TclError, match=f"{old}.*version 0"):
+        XGBModel.load(old)
+    junk = tmp_path / "junk.model"
+    junk.write_bytes(b"\x00\x01 not a model")
+    with pytest.raises(TclError, match=f"{junk}"):
+        load_model(junk)
+    with pytest.raises(TclError, match="does not exist"):
+        load_model(tmp_path / "missing.model")
+
+
+def test_read_kind_of_torch_checkpoint(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "net.model"
+    torch.save({"kind": "tlp", "state_dict": {"w": torch.zeros(2)}}, path)
+    assert read_kind(path) == "tlp"
+
+
+class _Counting(CostModel):
+    """Delegates to a fitted model and records the sets it scored."""
+
+    kind = "counting"
+
+    def __init__(self, inner: CostModel):
+        self.inner, self.seen = inner, []
+
+    def fit(self, train, valid=None):
+        self.inner.fit(train, valid)
+        self.seen.append(("fit", len(train)))
+        return self
+
+    def predict(self, programs):
+        self.seen.append(("predict", len(programs), programs.tokens.shape[0] > 0))
+        return self.inner.predict(programs)
+
+    def save(self, path):
+        self.inner.save(path)
+
+    @classmethod
+    def load(cls, path):
+        raise NotImplementedError
+
+
+@pytest.mark.slow
+def test_tune_tir_with_tcl_model(tmp_path, programs):
+    """A real (tiny) MetaSchedule search ranked by a tcl XGBModel through the adapter."""
+    from tcl.tvm_compat import meta_schedule
+
+    ms = meta_schedule()
+    from tvm import te
+    from tvm.s_tir.meta_schedule.testing import te_workload
+    from tvm.target import Target
+
+    from tcl.measure.builder import local_builder
+    from tcl.models.adapter import TclCostModel
+
+    with pytest.raises(TclError, match="update_mode"):
+        TclCostModel(XGBModel(), update_mode="sometimes")
+    model = _Counting(XGBModel(**FAST).fit(programs))
+    cost_model = TclCostModel(model, update_mode="refit", base=programs)
+    work_dir = tmp_path / "tune"
+    database = ms.tune_tir(
+        te.create_prim_func(te_workload.matmul(64, 64, 64)),
+        Target({"kind": "llvm", "num-cores": 1}), work_dir=str(work_dir),
+        max_trials_global=16, num_trials_per_iter=8,
+        builder=local_builder(max_workers=1),
+        runner=ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(
+            number=1, repeat=1, min_repeat_ms=0)),
+        cost_model=cost_model,
+        strategy=ms.search_strategy.EvolutionarySearch(
+            population_size=32, init_min_unmeasured=16, genetic_num_iters=1),
+        num_tuning_cores=1, seed=0)
+    records = database.get_all_tuning_records()
+    assert len(records) >= 8
+    assert any(r.run_secs and float(r.run_secs[0]) > 0 for r in records)
+    assert (work_dir / "database_tuning_record.json").exists()
+    predicted = [s for s in model.seen if s[0] == "predict"]
+    assert predicted and all(n > 0 and has_tokens for _, n, has_tokens in predicted)
+    fits = [n for kind, n, *_ in model.seen if kind == "fit"]
+    assert fits and fits[0] > len(programs)  # refit on base + measured candidates
+    cost_model.save(str(tmp_path / "after.model"))
+    assert read_kind(tmp_path / "after.model") == "xgb"
