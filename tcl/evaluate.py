@@ -50,7 +50,7 @@ def _scores(models: Mapping[str, CostModel | np.ndarray], programs: ProgramSet) 
 
 
 def evaluate(models: Mapping[str, CostModel | np.ndarray], programs: ProgramSet,
-             latency: pl.DataFrame, networks_frame: pl.DataFrame, tasks_frame: pl.DataFrame,
+             latency: pl.DataFrame | None, networks_frame: pl.DataFrame, tasks_frame: pl.DataFrame,
              *, ks: Sequence[int] = KS, holdout_only: bool = True) -> pl.DataFrame:
     """One row per (model, device, scope, name); scope is ``network`` (each held-out network),
     ``mean`` (their average) or ``op_class`` (tasks of the held-out networks, per class).
@@ -58,9 +58,17 @@ def evaluate(models: Mapping[str, CostModel | np.ndarray], programs: ProgramSet,
     ``models`` maps a name to a CostModel (scored on ``programs``) or precomputed scores.
     ``latency`` has program_id, task_id, latency (or records' latencies + status) and, for
     several devices, ``device``: each device is evaluated on the programs it measured.
+    ``latency=None`` reads ``programs.task_ids`` / ``programs.latency`` (as loaded from the store).
     """
     if not models:
         raise TclError("no models to evaluate")
+    if latency is None:
+        if programs.task_ids is None or programs.latency is None:
+            raise TclError("no latency frame given and the programs carry no task_ids/latency; "
+                           "pass latency (program_id, task_id, latency)")
+        latency = pl.DataFrame({"program_id": np.asarray(programs.program_ids).astype(str),
+                                "task_id": np.asarray(programs.task_ids).astype(str),
+                                "latency": np.asarray(programs.latency, np.float64)})
     lat = _latency_frame(latency)
     nets = networks_frame
     if holdout_only and "holdout" in nets.columns:

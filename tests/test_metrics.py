@@ -109,3 +109,31 @@ def test_record_labels_from_records():
     got = metrics.record_labels(records)
     assert got["latency"].to_list() == [2.0, 4.0, None, 8.0]
     np.testing.assert_allclose(got["label"].to_numpy(), [1.0, 0.5, 0.0, 1.0])
+
+
+def test_evaluate_and_report(tmp_path):
+    """The harness on synthetic data: oracle scores are perfect, per device and per class."""
+    import json
+
+    from tcl.evaluate import evaluate, synthetic_data, write_report
+
+    programs, lat, nets, tasks = synthetic_data(n_tasks=6, programs_per_task=12, n_networks=3,
+                                                n_holdout=1, seed=3)
+    oracle = -np.nan_to_num(lat["latency"].to_numpy(), nan=np.inf)
+    two = pl.concat([lat.with_columns(pl.lit(d).alias("device")) for d in ("a", "b")])
+    frame = evaluate({"oracle": oracle, "constant": np.zeros(len(programs))}, programs, two,
+                     nets, tasks)
+    assert set(frame["scope"]) == {"network", "mean", "op_class"}
+    assert set(frame["device"]) == {"a", "b"}
+    best = frame.filter(pl.col("model") == "oracle")
+    np.testing.assert_allclose(best["top1"].to_numpy(), 1.0)
+    np.testing.assert_allclose(best["pairwise"].to_numpy(), 1.0)
+    const = frame.filter((pl.col("model") == "constant") & (pl.col("scope") == "mean"))
+    np.testing.assert_allclose(const["pairwise"].to_numpy(), 0.5)
+    files = write_report(frame, tmp_path)
+    assert "| device |" in files["markdown"].read_text()
+    doc = json.loads(files["metrics"].read_text())
+    assert doc["a"]["oracle"]["mean"]["top1"] == pytest.approx(1.0)
+    assert files["plot"].stat().st_size > 1000
+    with pytest.raises(TclError, match="shape"):
+        evaluate({"bad": np.zeros(3)}, programs, lat, nets, tasks)
