@@ -101,7 +101,8 @@ def pairwise_counts(scores, labels_, group) -> tuple[np.ndarray, np.ndarray, np.
         sg, yg = s[idx], y[idx]
         for lo in range(0, len(idx), _CHUNK):
             better = yg[lo:lo + _CHUNK, None] > yg[None, :]  # each unordered pair once
-            ds = sg[lo:lo + _CHUNK, None] - sg[None, :]
+            with np.errstate(invalid="ignore"):  # inf - inf: NaN, counted as not ordered
+                ds = sg[lo:lo + _CHUNK, None] - sg[None, :]
             total[g] += better.sum()
             correct[g] += (better & (ds > 0)).sum() + 0.5 * (better & (ds == 0)).sum()
     return uniq, correct, total
