@@ -175,13 +175,13 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
     store = RecordStore(paths)
     stats = CollectStats()
     t_start = time.perf_counter()
-    builder = local_builder()
-    runner = make_runner(device, **(runner_kwargs or {}))
+    builder = runner = None  # started on the first batch: a run with nothing new starts no pools
     bar = tqdm(total=the_plan.todo, unit="prog", disable=not progress, file=sys.stderr,
                desc=f"collect {device.name}")
     try:
         for row in the_plan.tasks.iter_rows(named=True):
             if row["todo"] == 0:
+                stats.skipped += programs_per_task
                 continue
             cands = ensure_candidates(paths, row["task_id"], row["workload_json"],
                                       programs_per_task, seed)
@@ -190,6 +190,8 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
                       if record_id(device.identity, row["task_id"], t) not in done]
             stats.skipped += len(cands) - len(traces)
             mod = tvm.ir.load_json(row["workload_json"])
+            if traces and builder is None:
+                builder, runner = local_builder(), make_runner(device, **(runner_kwargs or {}))
             for i in range(0, len(traces), batch_size):
                 rows = _measure_batch(device, row["task_id"], mod, traces[i:i + batch_size],
                                       builder, runner, stats)

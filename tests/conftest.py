@@ -1,0 +1,44 @@
+"""Shared fixtures: tiny real workloads (TE matmuls), a data root per test."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+
+@pytest.fixture
+def paths(tmp_path: Path):
+    from tcl.config import Paths
+
+    return Paths(tmp_path / "data")
+
+
+def te_task(name: str, mod) -> dict:
+    import tvm
+
+    from tcl.store.records import task_id_of
+
+    return {"task_id": task_id_of(mod), "task_name": name, "op_class": "dense",
+            "workload_json": tvm.ir.save_json(mod), "flop": 0.0}
+
+
+def matmul_task(n: int = 64) -> dict:
+    import tvm
+    from tvm import te
+    from tvm.s_tir.meta_schedule.testing import te_workload
+
+    return te_task(f"matmul{n}", tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(n, n, n))}))
+
+
+def write_tasks(paths, rows: list[dict]):
+    """Register tasks in the zoo's tasks file, as `tcl zoo` would."""
+    import polars as pl
+
+    from tcl.store.records import write_parquet_atomic
+
+    frame = pl.DataFrame(rows)
+    write_parquet_atomic(frame, paths.tasks_file)
+    return frame

@@ -1,0 +1,194 @@
+"""Real sampling, builds and measurements on tiny workloads, including the failure modes."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import replace
+
+import numpy as np
+import polars as pl
+import pytest
+
+from conftest import matmul_task, te_task, write_tasks
+from tcl.device import BUILTIN_DEVICES, MeasureSettings
+from tcl.features import TOKEN_WIDTH, featurize, load_features
+from tcl.measure.collect import collect, plan
+from tcl.sampling import CANDIDATE_SCHEMA, ensure_candidates, load_candidates
+from tcl.store.catalog import query
+from tcl.store.records import RecordStore, program_id
+
+pytestmark = pytest.mark.slow
+DEVICE = BUILTIN_DEVICES["cpu-avx2"]
+
+
+def crash_task():
+    import tvm
+    from tvm import te
+
+    a = te.placeholder((16,), name="A")
+    b = te.compute((16,), lambda i: a[i] + tvm.tirx.call_extern("float32", "abort"), name="B")
+    return te_task("aborts", tvm.IRModule({"main": te.create_prim_func([a, b])}))
+
+
+def add_unbuildable_candidate(paths, task):
+    """A program of the task bound to GPU threads: LLVM cannot build it."""
+    import tvm
+    from tvm import s_tir
+
+    from tcl.features import trace_to_json
+
+    sch = s_tir.Schedule(tvm.ir.load_json(task["workload_json"]))
+    sch.bind(sch.get_loops(sch.get_sblock("C"))[0], "threadIdx.x")
+    trace = trace_to_json(sch.trace)
+    have = load_candidates(paths, task["task_id"])
+    row = pl.DataFrame([{"program_id": program_id(task["task_id"], trace),
+                         "task_id": task["task_id"], "trace_json": trace, "origin": "test",
+                         "round": 99, "requested": len(have) + 1}], schema=CANDIDATE_SCHEMA)
+    from tcl.sampling import candidates_file
+    from tcl.store.records import write_parquet_atomic
+
+    write_parquet_atomic(pl.concat([have, row]), candidates_file(paths, task["task_id"]))
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory):
+    from tcl.config import Paths
+
+    paths = Paths(tmp_path_factory.mktemp("collect") / "data")
+    task = matmul_task(64)
+    tasks = write_tasks(paths, [task])
+    ensure_candidates(paths, task["task_id"], task["workload_json"], 4)
+    add_unbuildable_candidate(paths, task)
+    stats = collect(paths, DEVICE, tasks, 5, batch_size=3, progress=False)
+    return paths, task, tasks, stats
+
+
+def test_collect_measures_keeps_repeats_and_records_build_failures(collected):
+    paths, task, _, stats = collected
+    assert stats.measured == 5 and stats.per_status == {"ok": 4, "build_error": 1}
+    frame = RecordStore(paths).read()
+    ok = frame.filter(pl.col("status") == "ok")
+    assert ok["latencies"].list.len().to_list() == [DEVICE.measure.repeat] * 4
+    assert (ok["latencies"].list.min() > 0).all()
+    bad = frame.filter(pl.col("status") == "build_error")
+    assert "not implemented" in bad["error"][0] or "thread" in bad["error"][0].lower()
+    assert set(frame["host_cpu"]) == {DEVICE.host_cpu}
+    assert stats.build_secs > 0 and stats.run_secs > 0
+
+
+def test_second_run_measures_nothing_and_more_programs_measure_the_difference(collected):
+    paths, task, tasks, _ = collected
+    assert plan(paths, DEVICE, tasks, 5).todo == 0
+    again = collect(paths, DEVICE, tasks, 5, progress=False)
+    assert again.measured == 0 and again.skipped == 5
+    more = collect(paths, DEVICE, tasks, 7, progress=False)
+    assert more.measured == 2
+    assert query(paths, "select count(*) n from records")["n"][0] == 7
+
+
+def test_candidates_span_random_and_mutations_and_are_distinct(collected):
+    paths, task, _, _ = collected
+    cands = load_candidates(paths, task["task_id"])
+    assert cands["trace_json"].n_unique() == len(cands)
+    assert {"random", "mutation"} <= set(cands["origin"])
+
+
+def test_features_are_cached_per_program(collected):
+    paths, task, _, _ = collected
+    n = featurize(paths, progress=False)
+    assert n == 7  # every program of the task: 6 sampled and the unbuildable one
+    assert featurize(paths, progress=False) == 0
+    feats = load_features(paths, [task["task_id"]])
+    row = feats.row(0, named=True)
+    assert len(row["per_store"]) == row["n_stores"] * 164 and row["n_stores"] >= 1
+    assert len(row["tokens"]) == row["n_tokens"] * TOKEN_WIDTH and row["n_tokens"] > 3
+
+
+def test_export_loads_in_metaschedule_and_import_is_idempotent(collected, tmp_path):
+    import tvm
+
+    from tcl.store.msjson import export_database, import_database
+    from tcl.tvm_compat import meta_schedule
+
+    paths, task, _, _ = collected
+    out = tmp_path / "db"
+    assert export_database(paths, DEVICE, out) == 6  # every ok record
+    ms = meta_schedule()
+    db = ms.database.JSONDatabase(work_dir=str(out))
+    mod = tvm.ir.load_json(task["workload_json"])
+    assert len(db) == 6
+    sch = ms.tir_integration.compile_tir(db, mod, DEVICE.tvm_target())
+    assert sch is not None  # MetaSchedule picked the best exported record
+    stats = import_database(paths, out, DEVICE)
+    assert stats.records == 0 and not stats.problems  # same ids: nothing new
+
+
+def test_malformed_import_line_is_named_and_the_rest_imported(collected, tmp_path, paths):
+    from tcl.store.msjson import RECORD_FILE, export_database, import_database
+
+    src, _, _, _ = collected
+    out = tmp_path / "db"
+    export_database(src, DEVICE, out)
+    lines = (out / RECORD_FILE).read_text().splitlines()
+    lines[2] = lines[2][:40]
+    (out / RECORD_FILE).write_text("\n".join(lines) + "\n")
+    stats = import_database(paths, out, DEVICE)
+    assert stats.records == len(lines) - 1
+    assert len(stats.problems) == 1 and f"{RECORD_FILE}:3:" in stats.problems[0]
+
+
+def test_crashing_and_slow_kernels_become_error_rows(paths):
+    from tvm.s_tir.meta_schedule.testing import te_workload  # noqa: F401
+
+    import tvm
+    from tvm import te
+
+    slow = te_task("slow", tvm.IRModule({"main": te.create_prim_func(
+        te_workload.matmul(512, 512, 512))}))
+    tasks = write_tasks(paths, [crash_task(), slow])
+    # Every timing lasts >= 3 x 1.5 s, past the 1 s limit: a kernel that times out.
+    device = replace(DEVICE, measure=MeasureSettings(timeout_sec=1.0, min_repeat_ms=1500))
+    stats = collect(paths, device, tasks, 1, progress=False)
+    status = dict(query(paths, "select task_id, status from records").iter_rows())
+    assert status[tasks["task_id"][0]] == "run_error"
+    assert status[tasks["task_id"][1]] == "timeout"
+    assert stats.measured == 2
+
+
+RESUME_SCRIPT = textwrap.dedent("""
+    import sys, polars as pl
+    from pathlib import Path
+    from tcl.config import Paths
+    from tcl.device import BUILTIN_DEVICES
+    from tcl.measure.collect import collect
+    paths = Paths(Path(sys.argv[1]))
+    tasks = pl.read_parquet(paths.tasks_file)
+    collect(paths, BUILTIN_DEVICES["cpu-avx2"], tasks, 12, batch_size=3, progress=False)
+""")
+
+
+def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(paths, tmp_path):
+    task = matmul_task(48)
+    write_tasks(paths, [task])
+    ensure_candidates(paths, task["task_id"], task["workload_json"], 12)
+    script = tmp_path / "resume.py"
+    script.write_text(RESUME_SCRIPT)
+    cmd = [sys.executable, str(script), str(paths.root)]
+    proc = subprocess.Popen(cmd, start_new_session=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and len(RecordStore(paths).files()) < 1:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)  # the collector and its build/run workers
+    proc.wait()
+    first = RecordStore(paths).read()
+    assert 1 <= len(first) < 12, "kill landed mid-run"
+    subprocess.run(cmd, check=True, timeout=600)
+    final = RecordStore(paths).read()
+    assert len(final) == 12 and final["record_id"].n_unique() == 12
+    assert set(first["record_id"]) <= set(final["record_id"])
+    raw = pl.concat([pl.read_parquet(f) for f in RecordStore(paths).files()])
+    assert len(raw) == 12  # finished work was skipped, not measured twice
+    assert not list(paths.records_dir.rglob(".tmp-*"))
