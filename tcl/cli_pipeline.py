@@ -1,0 +1,73 @@
+"""The pipeline's subcommands: ``tcl stage NAME`` (what each DVC stage runs) and ``tcl params``.
+
+Every knob comes from the params file (``--params``, default ``params.yaml``), validated as a
+whole before the stage does anything; the work is one call into ``tcl.pipeline``.
+"""
+from __future__ import annotations
+
+import argparse
+
+from .config import TclError
+from .params import DEFAULT_FILE, load_params
+from .pipeline import STAGES
+
+
+def cmd_stage(args) -> int:
+    from . import pipeline
+
+    if args.data:
+        raise TclError("`tcl stage` takes its data root from the params file's `data` key, "
+                       "not --data")
+    needs = {"measure": ["device"], "train": ["device", "model"]}.get(args.name, [])
+    for opt in needs:
+        if getattr(args, opt) is None:
+            raise TclError(f"stage {args.name} needs --{opt}")
+    for opt in ("device", "model"):
+        if getattr(args, opt) is not None and opt not in needs:
+            raise TclError(f"stage {args.name} takes no --{opt}")
+    if args.dry_run and args.name != "measure":
+        raise TclError(f"stage {args.name} takes no --dry-run")
+    params = load_params(args.params)
+    if args.name == "measure" and args.dry_run:
+        todo = pipeline.measure_todo(params, args.device)
+        print(todo)
+        print(f"{int(todo['todo'].sum())} programs to measure on {args.device}")
+        return 0
+    if args.name in ("measure", "train") and args.device not in params.devices:
+        raise TclError(f"device {args.device!r} is not in {args.params}'s devices "
+                       f"({', '.join(params.devices)})")
+    if args.name == "measure":
+        pipeline.run_measure(params, args.device, progress=not args.quiet)
+    elif args.name == "train":
+        pipeline.run_train(params, args.device, args.model)
+    elif args.name in ("sample", "featurize"):
+        getattr(pipeline, f"run_{args.name}")(params, progress=not args.quiet)
+    else:
+        getattr(pipeline, f"run_{args.name}")(params)
+    return 0
+
+
+def cmd_params(args) -> int:
+    p = load_params(args.params)
+    print(f"{args.params}: valid. data root {p.paths.root}; devices {', '.join(p.devices)}; "
+          f"{len(p.zoo.networks)} networks{' (small)' if p.zoo.small else ''}; "
+          f"{p.sample.programs_per_task} programs per task; models {', '.join(p.train.models)}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser("stage", help="run one pipeline stage with the knobs of params.yaml",
+                       description="Run one stage of the pipeline (" + " -> ".join(STAGES) +
+                       ") with every knob read from the params file.")
+    s.add_argument("name", choices=STAGES)
+    s.add_argument("--params", default=DEFAULT_FILE, help="params file (default: params.yaml)")
+    s.add_argument("--device", help="measure, train: the device")
+    s.add_argument("--model", help="train: the model kind")
+    s.add_argument("--dry-run", action="store_true",
+                   help="measure: print what is left to measure per task, measure nothing")
+    s.add_argument("--quiet", action="store_true", help="no progress bars")
+    s.set_defaults(func=cmd_stage)
+
+    p = sub.add_parser("params", help="validate a params file and summarize it")
+    p.add_argument("--params", default=DEFAULT_FILE, help="params file (default: params.yaml)")
+    p.set_defaults(func=cmd_params)

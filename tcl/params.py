@@ -1,0 +1,251 @@
+"""The pipeline's knobs: ``params.yaml`` loaded and validated into dataclasses.
+
+Every stage (``tcl stage ...``, the DVC stages, the Prefect flows) starts with ``load_params``,
+which checks the whole file before any work: unknown keys, missing keys, wrong types, unknown
+devices, networks and model kinds, and hyperparameters a model rejects all raise a ``TclError``
+naming the key, e.g. ``params.yaml: train.models[1]: unknown model kind 'foo' (known: ...)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .config import Paths, TclError
+
+DEFAULT_FILE = "params.yaml"
+
+
+@dataclass(frozen=True)
+class ZooParams:
+    networks: tuple[str, ...]   # names in tcl.zoo.networks.NETWORKS
+    small: bool                 # reduced input shapes (tests)
+
+
+@dataclass(frozen=True)
+class SampleParams:
+    programs_per_task: int      # candidates sampled, and measured on every device, per task
+    max_tasks: int | None       # only the N heaviest tasks of each split (train, holdout)
+    seed: int
+
+
+@dataclass(frozen=True)
+class MeasureParams:
+    batch_size: int             # programs built, then run, per batch (one Parquet file each)
+    retries: int                # Prefect retries of a device's measurement after a transient error
+    retry_delay_s: float
+
+
+@dataclass(frozen=True)
+class TrainParams:
+    models: tuple[str, ...]     # kinds in tcl.models.MODEL_KINDS
+    valid_fraction: float       # share of the training tasks kept for early stopping
+    seed: int                   # validation split and every model's seed
+    hyper: dict[str, dict[str, Any]] = field(default_factory=dict)  # kind -> make_model kwargs
+
+    def hyper_of(self, kind: str) -> dict[str, Any]:
+        """The kind's ``make_model`` keyword arguments (the seed is ``seed``, given apart)."""
+        return dict(self.hyper.get(kind, {}))
+
+
+@dataclass(frozen=True)
+class EvaluateParams:
+    top_k: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Params:
+    source: Path                # the params file (data is resolved against its directory)
+    data: str
+    devices: tuple[str, ...]
+    zoo: ZooParams
+    sample: SampleParams
+    measure: MeasureParams
+    train: TrainParams
+    evaluate: EvaluateParams
+
+    @property
+    def paths(self) -> Paths:
+        return data_paths(self.source, self.data)
+
+
+def data_paths(source: Path, data: str) -> Paths:
+    """The data root ``data``, relative to the params file's directory unless absolute."""
+    root = Path(data)
+    return Paths((root if root.is_absolute() else source.resolve().parent / root).resolve())
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation helpers: each names the key path in its message.
+
+
+class _Reader:
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, key: str, problem: str) -> TclError:
+        return TclError(f"{self.source}: {key}: {problem}" if key else f"{self.source}: {problem}")
+
+    def section(self, raw: Any, key: str, expected: tuple[str, ...]) -> dict:
+        if not isinstance(raw, dict):
+            raise self.fail(key, f"expected a mapping with keys {', '.join(expected)}, "
+                                 f"got {_show(raw)}")
+        unknown = [k for k in raw if k not in expected]
+        if unknown:
+            where = f"{key}.{unknown[0]}" if key else str(unknown[0])
+            raise self.fail(where, f"unknown key (expected one of: {', '.join(expected)})")
+        missing = [k for k in expected if k not in raw]
+        if missing:
+            where = f"{key}.{missing[0]}" if key else missing[0]
+            raise self.fail(where, "missing value (every knob must be set in the params file)")
+        return raw
+
+    def integer(self, raw: Any, key: str, minimum: int | None = None,
+                allow_none: bool = False) -> int | None:
+        if raw is None and allow_none:
+            return None
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            what = "an integer or null" if allow_none else "an integer"
+            raise self.fail(key, f"expected {what}, got {_show(raw)}")
+        if minimum is not None and raw < minimum:
+            raise self.fail(key, f"must be >= {minimum}, got {raw}")
+        return raw
+
+    def number(self, raw: Any, key: str, low: float, high: float) -> float:
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            raise self.fail(key, f"expected a number, got {_show(raw)}")
+        if not low <= raw <= high:
+            raise self.fail(key, f"must lie in [{low}, {high}], got {raw}")
+        return float(raw)
+
+    def boolean(self, raw: Any, key: str) -> bool:
+        if not isinstance(raw, bool):
+            raise self.fail(key, f"expected true or false, got {_show(raw)}")
+        return raw
+
+    def names(self, raw: Any, key: str, known, what: str) -> tuple[str, ...]:
+        if not isinstance(raw, list) or not raw:
+            raise self.fail(key, f"expected a non-empty list of {what}s, got {_show(raw)}")
+        seen = set()
+        for i, name in enumerate(raw):
+            if not isinstance(name, str):
+                raise self.fail(f"{key}[{i}]", f"expected a {what} name, got {_show(name)}")
+            if known is not None and name not in known:
+                raise self.fail(f"{key}[{i}]", f"unknown {what} {name!r} "
+                                               f"(known: {', '.join(sorted(known))})")
+            if name in seen:
+                raise self.fail(f"{key}[{i}]", f"{what} {name!r} is listed twice")
+            seen.add(name)
+        return tuple(raw)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}" if value is not None else "nothing (null)"
+
+
+TOP_KEYS = ("data", "devices", "zoo", "sample", "measure", "train", "evaluate")
+
+
+def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
+    """Validate the parsed YAML ``raw`` of ``source``; see the module docstring."""
+    from .device import DeviceRegistry
+    from .models import MODEL_KINDS
+    from .zoo.networks import NETWORKS
+
+    r = _Reader(source.name if source.name == DEFAULT_FILE else str(source))
+    top = r.section(raw, "", TOP_KEYS)
+    if not isinstance(top["data"], str) or not top["data"].strip():
+        raise r.fail("data", f"expected the data root as a path, got {_show(top['data'])}")
+    data = top["data"]
+    registry = DeviceRegistry(data_paths(source, data))
+    try:
+        known_devices = set(registry.all())
+    except TclError as e:
+        raise r.fail("devices", str(e)) from None
+    devices = r.names(top["devices"], "devices", known_devices, "device")
+
+    z = r.section(top["zoo"], "zoo", ("networks", "small"))
+    zoo = ZooParams(r.names(z["networks"], "zoo.networks", set(NETWORKS), "network"),
+                    r.boolean(z["small"], "zoo.small"))
+
+    s = r.section(top["sample"], "sample", ("programs_per_task", "max_tasks", "seed"))
+    sample = SampleParams(r.integer(s["programs_per_task"], "sample.programs_per_task", 1),
+                          r.integer(s["max_tasks"], "sample.max_tasks", 1, allow_none=True),
+                          r.integer(s["seed"], "sample.seed", 0))
+
+    m = r.section(top["measure"], "measure", ("batch_size", "retries", "retry_delay_s"))
+    measure = MeasureParams(r.integer(m["batch_size"], "measure.batch_size", 1),
+                            r.integer(m["retries"], "measure.retries", 0),
+                            r.number(m["retry_delay_s"], "measure.retry_delay_s", 0, 86400))
+
+    t = r.section(top["train"], "train", ("models", "valid_fraction", "seed", "hyper"))
+    models = r.names(t["models"], "train.models", set(MODEL_KINDS), "model kind")
+    hyper_raw = t["hyper"]
+    if not isinstance(hyper_raw, dict):
+        raise r.fail("train.hyper", f"expected a mapping of model kind to hyperparameters, "
+                                    f"got {_show(hyper_raw)}")
+    hyper: dict[str, dict[str, Any]] = {}
+    for kind, values in hyper_raw.items():
+        key = f"train.hyper.{kind}"
+        if kind not in MODEL_KINDS:
+            raise r.fail(key, f"unknown model kind {kind!r} (known: {', '.join(MODEL_KINDS)})")
+        if values is None:
+            values = {}
+        if not isinstance(values, dict):
+            raise r.fail(key, f"expected a mapping of hyperparameters, got {_show(values)}")
+        for name, value in values.items():
+            if name == "seed":
+                raise r.fail(f"{key}.seed", "set the seed once, as train.seed")
+            if not isinstance(value, (int, float, str, bool, type(None), list)):
+                raise r.fail(f"{key}.{name}", f"expected a plain value, got {_show(value)}")
+        hyper[str(kind)] = dict(values)
+    for i, kind in enumerate(models):
+        if kind not in hyper:
+            raise r.fail(f"train.hyper.{kind}", f"missing value for train.models[{i}] "
+                                                f"(write `{kind}: {{}}` for the defaults)")
+    train = TrainParams(models, r.number(t["valid_fraction"], "train.valid_fraction", 0.0, 0.9),
+                        r.integer(t["seed"], "train.seed", 0), hyper)
+
+    e = r.section(top["evaluate"], "evaluate", ("top_k",))
+    if not isinstance(e["top_k"], list) or not e["top_k"]:
+        raise r.fail("evaluate.top_k", f"expected a non-empty list of integers, "
+                                       f"got {_show(e['top_k'])}")
+    top_k = tuple(r.integer(k, f"evaluate.top_k[{i}]", 1) for i, k in enumerate(e["top_k"]))
+
+    params = Params(source.resolve(), data, devices, zoo, sample, measure, train,
+                    EvaluateParams(top_k))
+    if check_models:
+        check_model_params(params, r)
+    return params
+
+
+def check_model_params(params: Params, reader: _Reader | None = None) -> None:
+    """Build every listed model once (untrained) so a rejected hyperparameter fails now."""
+    from .models import make_model
+
+    r = reader or _Reader(params.source.name)
+    for i, kind in enumerate(params.train.models):
+        try:
+            make_model(kind, **params.train.hyper_of(kind), seed=params.train.seed)
+        except TclError as e:
+            raise r.fail(f"train.hyper.{kind}", str(e)) from None
+        except Exception as e:  # a constructor rejecting a value (ValueError, ...)
+            raise r.fail(f"train.hyper.{kind}", f"{type(e).__name__}: {e}") from None
+
+
+def load_params(path: str | Path = DEFAULT_FILE, check_models: bool = True) -> Params:
+    """Read and validate a params file (see the module docstring); nothing else is done."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise TclError(f"params file {path} does not exist (copy the project's params.yaml)") \
+            from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise TclError(f"{path}: not valid YAML: {e}") from None
+    return parse_params(raw, path, check_models=check_models)

@@ -1,0 +1,190 @@
+"""The pipeline's stages, each one library call on validated params.
+
+``tcl stage NAME`` (what every DVC stage runs) and the Prefect flows in ``flows/`` call these
+functions and nothing else, so each step is implemented once:
+
+    zoo -> sample -> measure (per device) -> featurize -> train (per device x model) -> evaluate
+
+What to measure is decided by a DuckDB query over the record store (``measure_todo``): a second
+run measures nothing, and raising ``sample.programs_per_task`` measures only the difference.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import polars as pl
+
+from .config import TclError
+from .params import Params
+
+STAGES = ("zoo", "sample", "measure", "featurize", "train", "evaluate")
+
+
+def _say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def instances(params: Params):
+    """The zoo's network instances that the params select."""
+    from .zoo.networks import zoo_instances
+
+    return zoo_instances(list(params.zoo.networks), small=params.zoo.small)
+
+
+def run_zoo(params: Params) -> int:
+    """Extract the tasks of the selected networks not yet in the zoo; returns tasks selected."""
+    from .zoo.extract import build_zoo
+
+    build_zoo(params.paths, instances=instances(params))
+    n = len(selected_tasks(params))
+    _say(f"zoo: {n} tasks selected from {len(params.zoo.networks)} networks")
+    return n
+
+
+def selected_tasks(params: Params) -> pl.DataFrame:
+    """task_id, task_name, op_class, workload_json, weight, holdout of the selected networks'
+    tasks, heaviest first; with ``sample.max_tasks`` only the N heaviest of each split
+    (held-out tasks: those of any held-out network; training tasks: the others)."""
+    from .store.catalog import Catalog
+
+    keys = pl.DataFrame({"network_key": [i.key for i in instances(params)]})
+    limit = params.sample.max_tasks
+    cat = Catalog(params.paths, in_memory=True)
+    try:
+        cat.con.register("wanted", keys)
+        frame = cat.sql(f"""
+            WITH held AS (SELECT DISTINCT task_id FROM networks WHERE holdout),
+            sel AS (
+              SELECT task_id, sum(weight) AS weight, task_id IN (SELECT task_id FROM held) AS holdout
+              FROM networks WHERE network_key IN (SELECT network_key FROM wanted)
+              GROUP BY task_id),
+            ranked AS (
+              SELECT *, row_number() OVER (PARTITION BY holdout
+                                           ORDER BY weight DESC, task_id) AS rank FROM sel)
+            SELECT t.task_id, t.task_name, t.op_class, t.workload_json, r.weight, r.holdout
+            FROM ranked r JOIN (SELECT DISTINCT ON (task_id) * FROM tasks) t USING (task_id)
+            {'' if limit is None else f'WHERE r.rank <= {int(limit)}'}
+            ORDER BY r.holdout DESC, r.weight DESC, t.task_id""")
+    finally:
+        cat.close()
+    if frame.is_empty():
+        raise TclError(f"no tasks of the selected networks in {params.paths.zoo_dir}: "
+                       "run the zoo stage first")
+    return frame
+
+
+def run_sample(params: Params, progress: bool = True) -> int:
+    """Sample candidates up to ``sample.programs_per_task`` for every selected task (device-
+    independent, persisted); returns how many new candidates were sampled."""
+    from tqdm import tqdm
+
+    from .sampling import ensure_candidates, load_candidates
+
+    paths, n = params.paths, params.sample.programs_per_task
+    tasks = selected_tasks(params)
+    new = 0
+    for row in tqdm(tasks.iter_rows(named=True), total=len(tasks), desc="sample", unit="task",
+                    disable=not progress, file=sys.stderr):
+        before = len(load_candidates(paths, row["task_id"]))
+        ensure_candidates(paths, row["task_id"], row["workload_json"], n, params.sample.seed)
+        new += len(load_candidates(paths, row["task_id"])) - before
+    _say(f"sample: {new} new candidates; {len(tasks)} tasks x up to {n} programs")
+    return new
+
+
+def measure_todo(params: Params, device: str) -> pl.DataFrame:
+    """Per selected task: ``candidates`` (of the first programs_per_task), ``measured`` (of those,
+    already in the store for ``device``) and ``todo``, by one DuckDB query over the candidates
+    and the records. A task whose candidates are not sampled yet counts programs_per_task."""
+    from .sampling import candidates_file
+    from .store.catalog import Catalog, _sql_list
+
+    paths, n = params.paths, params.sample.programs_per_task
+    tasks = selected_tasks(params)
+    files = [f for f in (candidates_file(paths, t) for t in tasks["task_id"]) if f.exists()]
+    cands = (f"SELECT task_id, program_id, requested, file_row_number AS pos "
+             f"FROM read_parquet({_sql_list(files)}, file_row_number = true)") if files else \
+        ("SELECT NULL::VARCHAR AS task_id, NULL::VARCHAR AS program_id, NULL::INTEGER AS "
+         "requested, NULL::BIGINT AS pos WHERE false")
+    cat = Catalog(paths, in_memory=True)
+    try:
+        cat.con.register("selected", tasks.select("task_id", "task_name"))
+        frame = cat.con.sql(f"""
+            WITH cand AS ({cands}),
+            req AS (SELECT task_id, max(requested) AS requested FROM cand GROUP BY task_id),
+            head AS (SELECT task_id, program_id FROM cand WHERE pos < {n}),
+            done AS (SELECT DISTINCT program_id FROM records WHERE device = $device),
+            per_task AS (
+              SELECT s.task_id, s.task_name, count(h.program_id) AS candidates,
+                     count(d.program_id) AS measured, coalesce(any_value(q.requested), 0) AS asked
+              FROM selected s LEFT JOIN head h USING (task_id)
+                   LEFT JOIN done d USING (program_id) LEFT JOIN req q USING (task_id)
+              GROUP BY s.task_id, s.task_name)
+            SELECT task_id, task_name, candidates, measured,
+                   (CASE WHEN candidates < {n} AND asked < {n} THEN {n} ELSE candidates END)
+                   - measured AS todo
+            FROM per_task ORDER BY task_id""", params={"device": device}).pl()
+    finally:
+        cat.close()
+    return frame
+
+
+def run_measure(params: Params, device: str, progress: bool = True):
+    """Measure on ``device`` what ``measure_todo`` says is missing; returns CollectStats."""
+    from .device import DeviceRegistry
+    from .measure.collect import CollectStats, collect
+
+    todo = measure_todo(params, device)
+    left = todo.filter(pl.col("todo") > 0)
+    if left.is_empty():
+        _say(f"measure {device}: nothing new to measure ({int(todo['measured'].sum())} programs "
+             f"of {len(todo)} tasks already stored)")
+        return CollectStats(skipped=int(todo["measured"].sum()))
+    _say(f"measure {device}: {int(left['todo'].sum())} programs to measure in {len(left)} tasks")
+    tasks = selected_tasks(params).join(left.select("task_id"), on="task_id", how="semi")
+    stats = collect(params.paths, DeviceRegistry(params.paths).get(device), tasks,
+                    params.sample.programs_per_task, seed=params.sample.seed,
+                    batch_size=params.measure.batch_size, progress=progress)
+    _say(f"measure {device}: measured {stats.measured} programs ({stats.errors} errors: "
+         f"{stats.per_status}) in {stats.wall_secs:.0f}s")
+    return stats
+
+
+def run_featurize(params: Params, progress: bool = True) -> int:
+    """Features of every known program of the selected tasks (incremental)."""
+    from .features import featurize
+
+    n = featurize(params.paths, task_ids=selected_tasks(params)["task_id"].to_list(),
+                  progress=progress)
+    _say(f"featurize: {n} new programs")
+    return n
+
+
+def run_train(params: Params, device: str, kind: str) -> Path:
+    """One model of ``kind`` for ``device`` on its measured programs of the training tasks."""
+    from .train import train_info_file, train_model
+
+    if device not in params.devices:
+        raise TclError(f"device {device!r} is not in {params.source.name}'s devices "
+                       f"({', '.join(params.devices)})")
+    if kind not in params.train.models:
+        raise TclError(f"model kind {kind!r} is not in {params.source.name}'s train.models "
+                       f"({', '.join(params.train.models)})")
+    path = train_model(params.paths, device, kind, params.train.hyper_of(kind),
+                       seed=params.train.seed, valid_fraction=params.train.valid_fraction,
+                       task_ids=selected_tasks(params)["task_id"].to_list())
+    _say(f"train {device} {kind}: {train_info_file(params.paths, device, kind).read_text()}")
+    return path
+
+
+def run_evaluate(params: Params) -> tuple[pl.DataFrame, dict]:
+    """Evaluate every (device, model) on the held-out networks; writes the report files."""
+    from .train import evaluate_models
+
+    frame, files = evaluate_models(
+        params.paths, params.devices, params.train.models, params.paths.reports_dir,
+        ks=params.evaluate.top_k, task_ids=selected_tasks(params)["task_id"].to_list(),
+        network_keys=[i.key for i in instances(params)])
+    _say(f"evaluate: report in {files['markdown']}")
+    return frame, files

@@ -1,0 +1,144 @@
+"""Train one cost model per (device, kind) and evaluate them on the held-out networks.
+
+Training set: a device's measured programs of the tasks that no held-out network runs
+(``zoo/networks.parquet``'s ``holdout`` flag). Evaluation set: its measured programs of the
+held-out networks' tasks. Models live in ``models/<device>/<kind>.model`` (whatever the kind's
+``save`` writes; ``tcl.models.load_model`` reads the kind back) beside ``<kind>.json``, the
+training facts (programs, tasks, seconds).
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from .config import Paths, TclError
+
+
+def model_file(paths: Paths, device: str, kind: str) -> Path:
+    return paths.models_dir / device / f"{kind}.model"
+
+
+def train_info_file(paths: Paths, device: str, kind: str) -> Path:
+    return paths.models_dir / device / f"{kind}.json"
+
+
+def holdout_task_ids(paths: Paths) -> set[str]:
+    """Tasks that any held-out network runs (evaluation only: never trained on)."""
+    from .zoo.extract import load_networks
+
+    nets = load_networks(paths)
+    return set(nets.filter(pl.col("holdout"))["task_id"].to_list())
+
+
+def split_tasks(task_ids: Sequence[str], valid_fraction: float, seed: int
+                ) -> tuple[list[str], list[str]]:
+    """(train, valid) task ids: ``valid_fraction`` of the tasks, at least one left to train."""
+    tasks = sorted(task_ids)
+    n_valid = min(int(len(tasks) * valid_fraction), len(tasks) - 1)
+    if n_valid <= 0:
+        return tasks, []
+    valid = set(random.Random(seed).sample(tasks, n_valid))
+    return [t for t in tasks if t not in valid], sorted(valid)
+
+
+def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | None = None, *,
+                seed: int = 0, valid_fraction: float = 0.1,
+                task_ids: Iterable[str] | None = None) -> Path:
+    """Fit ``make_model(kind, **hyper, seed=seed)`` on the device's training tasks; returns the
+    saved model file. ``task_ids`` narrows the candidate tasks (held-out ones are always left
+    out); a share ``valid_fraction`` of the tasks is kept aside for early stopping."""
+    from .dataset import load_program_set, measured
+    from .models import make_model
+
+    held = holdout_task_ids(paths)
+    have = set(measured(paths, device)["task_id"].to_list())
+    wanted = have if task_ids is None else have & set(task_ids)
+    tasks = sorted(wanted - held)
+    if not tasks:
+        raise TclError(f"no measured programs of training tasks on device {device!r} "
+                       f"({len(have)} measured tasks, {len(have & held)} of them held out): "
+                       "run the measure stage first")
+    train_ids, valid_ids = split_tasks(tasks, valid_fraction, seed)
+    train = load_program_set(paths, device, train_ids)
+    valid = load_program_set(paths, device, valid_ids) if valid_ids else None
+    model = make_model(kind, **{**(hyper or {}), "seed": seed})
+    start = time.perf_counter()
+    model.fit(train, valid)
+    secs = time.perf_counter() - start
+    out = model_file(paths, device, kind)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    model.save(out)
+    info = {"device": device, "kind": kind, "train_secs": round(secs, 2),
+            "n_programs": len(train), "n_tasks": len(train_ids),
+            "n_valid_programs": len(valid) if valid is not None else 0,
+            "n_valid_tasks": len(valid_ids)}
+    train_info_file(paths, device, kind).write_text(json.dumps(info, indent=2) + "\n")
+    return out
+
+
+def evaluate_models(paths: Paths, devices: Sequence[str], kinds: Sequence[str],
+                    out_dir: str | Path, *, ks: Sequence[int] = (1, 5),
+                    task_ids: Iterable[str] | None = None,
+                    network_keys: Iterable[str] | None = None) -> tuple[pl.DataFrame, dict]:
+    """Score each device's models on its measured programs of the held-out networks' tasks
+    (optionally only ``task_ids`` / the networks ``network_keys``) and write the report:
+    ``tcl.evaluate.write_report``'s files plus ``summary.json`` (mean per device and model: the
+    DVC metrics) and ``scores.csv`` (the same as rows: the DVC plot). Returns (frame, files)."""
+    from .dataset import load_program_set, measured
+    from .evaluate import evaluate, write_report
+    from .models import load_model
+    from .zoo.extract import load_networks, load_tasks
+
+    nets = load_networks(paths)
+    if network_keys is not None:
+        nets = nets.filter(pl.col("network_key").is_in(list(network_keys)))
+    held = set(nets.filter(pl.col("holdout"))["task_id"].to_list())
+    if task_ids is not None:
+        held &= set(task_ids)
+    if not held:
+        raise TclError("no task of a held-out network is selected: nothing to evaluate on "
+                       "(check zoo.networks and sample.max_tasks)")
+    tasks = load_tasks(paths)
+    frames = []
+    for device in devices:
+        eval_ids = sorted(held & set(measured(paths, device)["task_id"].to_list()))
+        if not eval_ids:
+            raise TclError(f"device {device!r} has no measured program of a held-out task: "
+                           "run the measure stage first")
+        programs = load_program_set(paths, device, eval_ids)
+        missing = [str(model_file(paths, device, k)) for k in kinds
+                   if not model_file(paths, device, k).exists()]
+        if missing:
+            raise TclError(f"model(s) not trained: {', '.join(missing)}; run the train stage")
+        models = {k: load_model(model_file(paths, device, k)) for k in kinds}
+        latency = pl.DataFrame({"program_id": programs.program_ids.astype(str),
+                                "task_id": programs.task_ids.astype(str),
+                                "latency": programs.latency, "device": [device] * len(programs)})
+        frames.append(evaluate(models, programs, latency, nets, tasks, ks=ks))
+    frame = pl.concat(frames)
+    files = write_report(frame, out_dir)
+    files.update(_summary(frame, Path(out_dir)))
+    return frame, files
+
+
+def _summary(frame: pl.DataFrame, out: Path) -> dict[str, Path]:
+    values = [c for c in frame.columns if c.startswith("top") or c == "pairwise"]
+    mean = frame.filter(pl.col("scope") == "mean").sort("device", "model")
+    summary: dict[str, dict] = {}
+    for row in mean.iter_rows(named=True):
+        summary.setdefault(row["device"] or "all", {})[row["model"]] = {
+            v: (None if row[v] is None or row[v] != row[v] else round(float(row[v]), 4))
+            for v in values}
+    files = {"summary": out / "summary.json", "scores": out / "scores.csv"}
+    files["summary"].write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    mean.select(pl.concat_str([pl.col("device").fill_null("all"), pl.col("model")],
+                              separator=" ").alias("run"),
+                pl.col("device").fill_null("all"), "model", *values) \
+        .write_csv(files["scores"], float_precision=4)
+    return files
