@@ -231,7 +231,8 @@ def synthetic_data(n_tasks: int = 12, programs_per_task: int = 40, n_networks: i
     program_ids = np.array([f"{task_ids[g]}-p{i}" for i, g in enumerate(group)])
     offsets = lambda c: np.concatenate([[0], np.cumsum(c)]).astype(np.int64)  # noqa: E731
     programs = ProgramSet(program_ids, group.astype(np.int64), per_store, offsets(n_stores),
-                          tokens, offsets(n_tokens), metrics.labels(latency, group))
+                          tokens, offsets(n_tokens), metrics.labels(latency, group),
+                          task_ids=task_ids[group], latency=latency)
     lat = pl.DataFrame({"program_id": program_ids, "task_id": task_ids[group], "latency": latency})
     # Held-out networks use the first third of the tasks; training networks the rest.
     split = max(1, n_tasks // 3)

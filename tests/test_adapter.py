@@ -32,7 +32,7 @@ def test_xgb_fit_predict_save_load(tmp_path, programs, objective):
     model = make_model("xgb", objective=objective, **FAST).fit(programs)
     scores = model.predict(programs)
     assert scores.shape == (len(programs),) and np.isfinite(scores).all()
-    assert model.num_parameters() > 0
+    assert model.n_parameters() > 0
     path = tmp_path / "m.model"
     model.save(path)
     assert read_kind(path) == "xgb"

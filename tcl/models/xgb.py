@@ -187,7 +187,7 @@ class XGBModel(CostModel):
             scores[empty] = (scores[~empty].min() if (~empty).any() else 0.0) - 1.0
         return scores
 
-    def num_parameters(self) -> int:
+    def n_parameters(self) -> int:
         """Tree nodes (splits + leaves) in the trees used for prediction."""
         if self.booster is None:
             return 0

@@ -1,0 +1,143 @@
+"""Benchmark the four cost models on the same split, per device; prints a Markdown table.
+
+Training set: a device's measured programs of the tasks that no held-out network runs (10% of
+those tasks kept aside for early stopping); test set: its programs of the held-out networks'
+tasks. Reported per device and model: top-1 / top-5 (TenSet, mean over held-out networks),
+pairwise accuracy, parameters (XGB: tree nodes), training seconds, scoring programs/s.
+
+    python benchmarks/models.py --data data --devices avx512-2c,avx2-2c --epochs 10
+    python benchmarks/models.py --synthetic          # plumbing check, no measured data needed
+
+--synthetic draws random features whose latency follows a hidden per-program quality: it checks
+that every model trains, scores and saves; its quality numbers MEAN NOTHING about real programs.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from tcl.config import Paths, TclError
+from tcl.evaluate import evaluate, markdown_table, synthetic_data
+from tcl.models import MODEL_KINDS, make_model
+from tcl.models.base import ProgramSet
+
+KINDS = ("mamba", "tenset-mlp", "tlp", "xgb")
+
+
+def split_tasks(task_ids: list[str], valid_fraction: float, seed: int) -> tuple[list, list]:
+    tasks = sorted(task_ids)
+    n_valid = min(int(round(len(tasks) * valid_fraction)), len(tasks) - 1)
+    valid = set(np.random.default_rng(seed).choice(tasks, n_valid, replace=False)) if n_valid else set()
+    return [t for t in tasks if t not in valid], sorted(valid)
+
+
+def _select(programs: ProgramSet, task_ids: list[str]) -> ProgramSet | None:
+    index = np.flatnonzero(np.isin(programs.task_ids.astype(str), task_ids))
+    return programs.subset(index) if len(index) else None
+
+
+def synthetic_split(device_index: int, seed: int):
+    """(train, valid, test, networks, tasks) of synthetic data; one draw per device."""
+    programs, _, nets, tasks = synthetic_data(n_tasks=15, programs_per_task=48, n_networks=5,
+                                              n_holdout=2, seed=seed + 101 * device_index)
+    held = set(nets.filter(pl.col("holdout"))["task_id"])
+    train_ids, valid_ids = split_tasks([t for t in tasks["task_id"] if t not in held], 0.1, seed)
+    return (_select(programs, train_ids), _select(programs, valid_ids),
+            _select(programs, sorted(held)), nets, tasks)
+
+
+def measured_split(paths: Paths, device: str, seed: int):
+    """(train, valid, test, networks, tasks) from a tcl data root."""
+    from tcl.dataset import load_program_set, measured
+
+    for f in (paths.networks_file, paths.tasks_file):
+        if not f.exists():
+            raise TclError(f"{f} is missing: build the zoo in {paths.root} first (tcl zoo)")
+    nets, tasks = pl.read_parquet(paths.networks_file), pl.read_parquet(paths.tasks_file)
+    held = set(nets.filter(pl.col("holdout"))["task_id"])
+    have = set(measured(paths, device)["task_id"].to_list())
+    train_ids, valid_ids = split_tasks(sorted(have - held), 0.1, seed)
+    test_ids = sorted(have & held)
+    if not train_ids or not test_ids:
+        raise TclError(f"device {device!r}: {len(train_ids)} measured training tasks and "
+                       f"{len(test_ids)} measured held-out tasks; both must be > 0")
+    load = lambda ids: load_program_set(paths, device, ids) if ids else None  # noqa: E731
+    return load(train_ids), load(valid_ids), load(test_ids), nets, tasks
+
+
+def hyper(kind: str, epochs: int, xgb_rounds: int, seed: int) -> dict:
+    if kind == "xgb":
+        return {"num_boost_round": xgb_rounds, "seed": seed}
+    return {"epochs": epochs, "seed": seed}
+
+
+def bench_one(kind: str, params: dict, split) -> dict:
+    train, valid, test, nets, tasks = split
+    model = make_model(kind, **params)
+    start = time.perf_counter()
+    model.fit(train, valid)
+    train_secs = time.perf_counter() - start
+    model.predict(test.subset(np.arange(min(64, len(test)))))  # warm-up (lazy init, threads)
+    start = time.perf_counter()
+    scores = model.predict(test)
+    rate = len(test) / (time.perf_counter() - start)
+    frame = evaluate({kind: scores}, test, None, nets, tasks)
+    mean = frame.filter(pl.col("scope") == "mean").row(0, named=True)
+    n_params = getattr(model, "n_parameters", lambda: None)()
+    return {"top1": mean["top1"], "top5": mean["top5"], "pairwise": mean["pairwise"],
+            "params": n_params, "train_s": round(train_secs, 1), "programs_per_s": round(rate),
+            "n_train": len(train), "n_test": len(test)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--data", type=Path, help="a tcl data root (records, features, zoo)")
+    src.add_argument("--synthetic", action="store_true",
+                     help="random data: checks the plumbing; quality numbers mean nothing")
+    ap.add_argument("--devices", default="", help="comma-separated device names "
+                    "(synthetic: any names; default one)")
+    ap.add_argument("--models", default=",".join(KINDS), help=f"subset of {','.join(KINDS)}")
+    ap.add_argument("--epochs", type=int, default=10, help="neural models' epochs")
+    ap.add_argument("--xgb-rounds", type=int, default=1000, help="XGB boosting rounds cap")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, help="also write the table to this Markdown file")
+    args = ap.parse_args(argv)
+
+    kinds = [k for k in args.models.split(",") if k]
+    unknown = [k for k in kinds if k not in MODEL_KINDS]
+    if unknown:
+        ap.error(f"unknown model kinds {unknown}; known: {', '.join(MODEL_KINDS)}")
+    devices = [d for d in args.devices.split(",") if d]
+    if not devices:
+        if args.data:
+            ap.error("--devices is required with --data")
+        devices = ["synthetic"]
+    rows = []
+    for i, device in enumerate(devices):
+        split = (synthetic_split(i, args.seed) if args.synthetic
+                 else measured_split(Paths(args.data.resolve()), device, args.seed))
+        for kind in kinds:
+            row = {"device": device, "model": kind}
+            try:
+                row |= bench_one(kind, hyper(kind, args.epochs, args.xgb_rounds, args.seed), split)
+            except TclError as e:  # e.g. a model module not written yet: report, keep going
+                row["error"] = str(e)
+            rows.append(row)
+            print(f"{device} {kind}: {row}", file=sys.stderr, flush=True)
+    table = pl.DataFrame(rows)
+    md = ("Synthetic data: quality numbers mean nothing.\n\n" if args.synthetic else "") + \
+        markdown_table(table)
+    print(md)
+    if args.out:
+        args.out.write_text(md + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
