@@ -164,9 +164,12 @@ def _measure_batch(device: Device, task_id: str, mod, traces: list[str], builder
 
 def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task: int,
             seed: int = 0, batch_size: int = 32, progress: bool = True,
-            runner_kwargs: dict | None = None,
+            runner_kwargs: dict | None = None, builder=None,
             on_batch: Callable[[CollectStats], None] | None = None) -> CollectStats:
-    """Measure up to ``programs_per_task`` candidates of each task on ``device``; resumable."""
+    """Measure up to ``programs_per_task`` candidates of each task on ``device``; resumable.
+
+    ``builder`` is any MetaSchedule Builder (default: LocalBuilder with tcl's build function).
+    """
     import tvm
     from tqdm import tqdm
 
@@ -175,7 +178,7 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
     store = RecordStore(paths)
     stats = CollectStats()
     t_start = time.perf_counter()
-    builder = runner = None  # started on the first batch: a run with nothing new starts no pools
+    runner = None  # started on the first batch: a run with nothing new starts no pools
     bar = tqdm(total=the_plan.todo, unit="prog", disable=not progress, file=sys.stderr,
                desc=f"collect {device.name}")
     try:
@@ -190,8 +193,9 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
                       if record_id(device.identity, row["task_id"], t) not in done]
             stats.skipped += len(cands) - len(traces)
             mod = tvm.ir.load_json(row["workload_json"])
-            if traces and builder is None:
-                builder, runner = local_builder(), make_runner(device, **(runner_kwargs or {}))
+            if traces and runner is None:
+                builder = builder or local_builder()
+                runner = make_runner(device, **(runner_kwargs or {}))
             for i in range(0, len(traces), batch_size):
                 rows = _measure_batch(device, row["task_id"], mod, traces[i:i + batch_size],
                                       builder, runner, stats)
