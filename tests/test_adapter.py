@@ -41,6 +41,25 @@ def test_xgb_fit_predict_save_load(tmp_path, programs, objective):
     assert again.params == model.params
 
 
+def test_xgb_reg_matches_metaschedule_xgbmodel(programs):
+    """Same trees as MetaSchedule's own XGBModel._train up to our best iteration."""
+    from tcl.tvm_compat import meta_schedule
+
+    meta_schedule()
+    from tvm.s_tir.meta_schedule.cost_model.xgb_model import PackSum, XGBConfig
+    from tvm.s_tir.meta_schedule.cost_model.xgb_model import XGBModel as MSXGBModel
+
+    xs = [programs.per_store[a:b] for a, b in zip(programs.store_offsets[:-1],
+                                                  programs.store_offsets[1:])]
+    theirs = MSXGBModel(config=XGBConfig(nthread=1))
+    theirs._train(xs, programs.labels.astype(np.float32))
+    ours = XGBModel(nthread=1).fit(programs)
+    pack = PackSum(xs, None)
+    expect = pack.predict_with_score(theirs.booster.predict(
+        pack.dmatrix, iteration_range=(0, ours.best_iteration + 1)))
+    np.testing.assert_allclose(ours.predict(programs), expect, rtol=1e-6, atol=1e-6)
+
+
 def test_xgb_program_without_stores_ranks_last(programs):
     model = XGBModel(**FAST).fit(programs)
     p = programs.subset(np.arange(3))
