@@ -10,6 +10,7 @@ run measures nothing, and raising ``sample.programs_per_task`` measures only the
 """
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -174,7 +175,9 @@ def run_train(params: Params, device: str, kind: str) -> Path:
     path = train_model(params.paths, device, kind, params.train.hyper_of(kind),
                        seed=params.train.seed, valid_fraction=params.train.valid_fraction,
                        task_ids=selected_tasks(params)["task_id"].to_list())
-    _say(f"train {device} {kind}: {train_info_file(params.paths, device, kind).read_text()}")
+    info = json.loads(train_info_file(params.paths, device, kind).read_text())
+    _say(f"train {device} {kind}: " + ", ".join(f"{k} {v}" for k, v in info.items()
+                                                 if k not in ("device", "kind")))
     return path
 
 

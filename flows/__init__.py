@@ -1,0 +1,9 @@
+"""Prefect flows: one per pipeline stage plus ``pipeline``, each a thin wrapper over tcl.pipeline.
+
+Run one with ``python -m flows.pipeline --params params.yaml`` (or flows.zoo, flows.sample,
+flows.measure, flows.featurize, flows.train, flows.evaluate). Without ``PREFECT_API_URL`` they
+run in Prefect's ephemeral mode (a temporary local API, no server to start). Importing this
+package sets Prefect defaults that the caller has not set: analytics off, a patient ephemeral
+startup (busy cores), and ``PREFECT_HOME`` in the project's git-ignored ``.prefect/``.
+"""
+import flows._common  # noqa: F401  (sets the defaults on import)
