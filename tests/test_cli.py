@@ -1,0 +1,43 @@
+"""The `tcl` command as a user runs it: collection plan, queries, and the errors it names."""
+import json
+
+import pytest
+
+from tcl.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_unknown_device_and_network_are_named(paths, capsys):
+    code, _, err = run(capsys, "--data", str(paths.root), "collect", "--device", "tpu-v9")
+    assert code == 2 and "unknown device 'tpu-v9'" in err
+    code, _, err = run(capsys, "--data", str(paths.root), "collect", "--device", "cpu-avx2",
+                       "--networks", "resnet19")
+    assert code == 2 and "resnet19" in err and "resnet18" in err
+
+
+def test_device_add_then_list(paths, capsys):
+    target = json.dumps({"kind": "llvm", "mcpu": "znver3", "num-cores": 2})
+    code, out, _ = run(capsys, "--data", str(paths.root), "device", "add", "zen3", "--target", target)
+    assert code == 0 and "zen3" in out
+    code, out, _ = run(capsys, "--data", str(paths.root), "device", "list")
+    assert "zen3" in out and "cpu-sse42" in out
+    code, _, err = run(capsys, "--data", str(paths.root), "device", "add", "bad", "--target", "{}")
+    assert code == 2 and "invalid target" in err
+
+
+@pytest.mark.slow
+def test_dry_run_prints_tasks_programs_and_estimate_then_query(paths, capsys):
+    code, out, _ = run(capsys, "--data", str(paths.root), "collect", "--device", "cpu-avx2",
+                       "--networks", "bert_tiny", "--small", "--max-tasks", "3",
+                       "--programs-per-task", "8", "--dry-run")
+    assert code == 0
+    assert "3 tasks x up to 8 programs: 24 to measure" in out and "min at" in out
+    assert not paths.records_dir.exists()  # a dry run measures nothing
+    code, out, _ = run(capsys, "--data", str(paths.root), "query",
+                       "select count(*) as n_tasks from tasks")
+    assert code == 0 and "n_tasks" in out
