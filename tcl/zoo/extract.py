@@ -16,6 +16,7 @@ from ..store.records import write_parquet_atomic
 from .networks import NetworkInstance, zoo_instances
 
 TARGET = {"kind": "llvm", "num-cores": 2}
+_REDUCE = 2  # tvm.tirx.IterVar.CommReduce (a constant here, so the module imports without TVM)
 
 TASK_SCHEMA: dict[str, pl.DataType] = {
     "task_id": pl.Utf8, "task_name": pl.Utf8, "op_class": pl.Utf8,
@@ -113,7 +114,7 @@ def op_class(mod, task_name: str) -> str:
         anchor = None
     block = anchor.name_hint if anchor is not None else ""
     if "conv" in block:
-        reduce = [iv for iv in anchor.iter_vars if iv.iter_type == 2]
+        reduce = [iv for iv in anchor.iter_vars if iv.iter_type == _REDUCE]
         # A depthwise convolution reduces over one input channel per output channel.
         return "depthwise_conv" if reduce and int(reduce[0].dom.extent) == 1 else "conv"
     if "matmul" in block or "dense" in block:
@@ -135,7 +136,7 @@ def op_class(mod, task_name: str) -> str:
 def _global_pool(anchor) -> bool:
     """A mean over the two trailing axes of an NCHW tensor: global average pooling."""
     kinds = [iv.iter_type for iv in anchor.iter_vars]
-    return len(kinds) == 6 and kinds[-2:] == [2, 2] and all(
+    return len(kinds) == 6 and kinds[-2:] == [_REDUCE, _REDUCE] and all(
         int(iv.dom.extent) == 1 for iv in anchor.iter_vars[2:4])
 
 
