@@ -5,7 +5,8 @@ import pytest
 
 from tcl.config import Paths, TclError
 from tcl.zoo import extract
-from tcl.zoo.extract import OP_CLASSES, build_zoo, load_networks, load_tasks, task_id, task_module
+from tcl.store.records import task_id_of
+from tcl.zoo.extract import OP_CLASSES, build_zoo, load_networks, load_tasks, task_module
 from tcl.zoo.networks import NETWORKS, instance, zoo_instances
 
 HOLDOUT = {"resnet18", "resnet50", "mobilenet_v2", "resnext50", "bert_tiny", "bert_base"}
@@ -69,7 +70,7 @@ def test_extraction_gives_weighted_classified_tasks(zoo):
     assert all(r["flop"] > 0 for r in conv)
     assert sum(r["weight"] for r in conv) >= 16  # 20 convolutions, some of them identical
     back = task_module(rows[0]["workload_json"])
-    assert task_id(back) == rows[0]["task_id"]
+    assert task_id_of(back) == rows[0]["task_id"]
 
 
 def test_tasks_are_deduplicated_across_instances(zoo):

@@ -12,7 +12,7 @@ import warnings
 import polars as pl
 
 from ..config import Paths, TclError
-from ..store.records import write_parquet_atomic
+from ..store.records import task_id_of, write_parquet_atomic
 from .networks import NetworkInstance, zoo_instances
 
 TARGET = {"kind": "llvm", "num-cores": 2}
@@ -28,13 +28,6 @@ NETWORK_SCHEMA: dict[str, pl.DataType] = {
 }
 OP_CLASSES = ("conv", "depthwise_conv", "dense", "batch_matmul", "pool", "reduction", "softmax",
               "norm", "injective", "other")
-
-
-def task_id(mod) -> str:
-    """16 hex digits of the structural hash: equal for structurally equal task modules."""
-    import tvm_ffi
-
-    return format(tvm_ffi.structural_hash(mod) & (2**64 - 1), "016x")
 
 
 def task_module(workload_json: str):
@@ -78,7 +71,7 @@ def extract_tasks(instance: NetworkInstance) -> list[dict]:
     rows: dict[str, dict] = {}
     for t in extracted:
         task = t.dispatched[0]
-        tid = task_id(task)
+        tid = task_id_of(task)
         if tid in rows:  # structurally equal functions under two names: one task
             rows[tid]["weight"] += int(t.weight)
             continue
