@@ -225,3 +225,13 @@ def forgetting(before, after, on: Sequence[str] | None = None, value: str = "top
         after.select(*keys, pl.col(value).alias("after")), on=keys, how="inner") if keys else \
         before.select(pl.col(value).alias("before")).with_columns(after[value].alias("after"))
     return joined.with_columns((pl.col("before") - pl.col("after")).alias("forgetting"))
+
+
+def spearman(a, b) -> float:
+    """Spearman rank correlation of two latency vectors of the same programs (NaN under 3)."""
+    a, b = _vec("a", a), _vec("b", b)
+    _same_length(a=a, b=b)
+    if len(a) < 3:
+        return float("nan")
+    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    return float(np.corrcoef(ra, rb)[0, 1])

@@ -107,32 +107,43 @@ def plan(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task: i
     return Plan(device, frame, programs_per_task, measured_throughput(store, device.name))
 
 
-def _measure_batch(device: Device, task_id: str, mod, traces: list[str], builder, runner,
+@dataclass
+class Job:
+    """One program to measure: its task, the task's IRModule and the trace."""
+
+    task_id: str
+    mod: object
+    trace: str
+
+
+def _measure_batch(device: Device, jobs: list[Job], builder, runner,
                    stats: CollectStats) -> list[dict]:
+    """Build every job of the batch, then run the built ones one by one; one row per job."""
     import tvm
+
+    from ..store.records import program_id
 
     ms = meta_schedule()
     target = device.tvm_target()
-    rows, inputs, slots = [], [], []
     base = {"device": device.name, "host_cpu": device.host_cpu,
-            "target": json.dumps(device.target, sort_keys=True), "task_id": task_id,
-            "source": "collect", "tvm_version": tvm.__version__}
+            "target": json.dumps(device.target, sort_keys=True), "source": "collect",
+            "tvm_version": tvm.__version__}
 
-    def row(trace: str, status: str, error: str | None, latencies: list[float],
+    def row(job: Job, status: str, error: str | None, latencies: list[float],
             build_secs: float) -> dict:
-        from ..store.records import program_id
-
-        return {**base, "record_id": record_id(device.identity, task_id, trace),
-                "program_id": program_id(task_id, trace), "trace_json": trace,
+        return {**base, "task_id": job.task_id,
+                "record_id": record_id(device.identity, job.task_id, job.trace),
+                "program_id": program_id(job.task_id, job.trace), "trace_json": job.trace,
                 "latencies": latencies, "status": status, "error": error,
                 "build_secs": build_secs, "measured_at": now_utc()}
 
-    for trace in traces:
+    rows, inputs, slots = [], [], []
+    for job in jobs:
         try:
-            inputs.append(ms.builder.BuilderInput(apply_trace(mod, trace), target))
-            slots.append(trace)
+            inputs.append(ms.builder.BuilderInput(apply_trace(job.mod, job.trace), target))
+            slots.append(job)
         except TclError as e:
-            rows.append(row(trace, "build_error", str(e), [], 0.0))
+            rows.append(row(job, "build_error", str(e), [], 0.0))
     if not inputs:
         return rows
     t0 = time.perf_counter()
@@ -141,36 +152,59 @@ def _measure_batch(device: Device, task_id: str, mod, traces: list[str], builder
     stats.build_secs += build_secs
     per_build = build_secs / len(inputs)
     run_inputs, run_slots = [], []
-    for trace, inp, res in zip(slots, inputs, built):
+    for job, inp, res in zip(slots, inputs, built):
         if res.error_msg:
-            rows.append(row(trace, "build_error", res.error_msg.strip()[-2000:], [], per_build))
+            rows.append(row(job, "build_error", res.error_msg.strip()[-2000:], [], per_build))
             continue
         args = ms.arg_info.ArgInfo.from_prim_func(inp.mod["main"])
         run_inputs.append(ms.runner.RunnerInput(res.artifact_path, runner_device_type(device), args))
-        run_slots.append((trace, res.artifact_path))
+        run_slots.append((job, res.artifact_path))
     t0 = time.perf_counter()
     futures = runner.run(run_inputs) if run_inputs else []
     results = [f.result() for f in futures]
     stats.run_secs += time.perf_counter() - t0
-    for (trace, artifact), res in zip(run_slots, results):
+    for (job, artifact), res in zip(run_slots, results):
         if res.error_msg:
-            rows.append(row(trace, _classify(res.error_msg), res.error_msg.strip()[-2000:], [],
+            rows.append(row(job, _classify(res.error_msg), res.error_msg.strip()[-2000:], [],
                             per_build))
         else:
-            rows.append(row(trace, "ok", None, [float(s) for s in res.run_secs], per_build))
+            rows.append(row(job, "ok", None, [float(s) for s in res.run_secs], per_build))
         shutil.rmtree(Path(artifact).parent, ignore_errors=True)  # the builder's temp dir
     return rows
 
 
+def _jobs(paths: Paths, device: Device, plan_: Plan, seed: int, stats: CollectStats):
+    """Programs still to measure, task by task (candidates sampled just in time)."""
+    import tvm
+
+    store = RecordStore(paths)
+    n = plan_.programs_per_task
+    for row in plan_.tasks.iter_rows(named=True):
+        if row["todo"] == 0:
+            stats.skipped += n
+            continue
+        cands = ensure_candidates(paths, row["task_id"], row["workload_json"], n, seed)
+        done = store.record_ids(device.name, row["task_id"])
+        traces = [t for t in cands["trace_json"]
+                  if record_id(device.identity, row["task_id"], t) not in done]
+        stats.skipped += len(cands) - len(traces)
+        mod = tvm.ir.load_json(row["workload_json"])
+        for t in traces:
+            yield Job(row["task_id"], mod, t)
+
+
 def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task: int,
-            seed: int = 0, batch_size: int = 32, progress: bool = True,
+            seed: int = 0, batch_size: int = 64, progress: bool = True,
             runner_kwargs: dict | None = None, builder=None,
             on_batch: Callable[[CollectStats], None] | None = None) -> CollectStats:
     """Measure up to ``programs_per_task`` candidates of each task on ``device``; resumable.
 
-    ``builder`` is any MetaSchedule Builder (default: LocalBuilder with tcl's build function).
+    A batch spans tasks: LocalBuilder starts a fresh worker pool per batch, so small tasks
+    share one start. ``builder`` is any MetaSchedule Builder (default: LocalBuilder with
+    tcl's build function).
     """
-    import tvm
+    from itertools import islice
+
     from tqdm import tqdm
 
     check_runnable(device)
@@ -181,34 +215,23 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
     runner = None  # started on the first batch: a run with nothing new starts no pools
     bar = tqdm(total=the_plan.todo, unit="prog", disable=not progress, file=sys.stderr,
                desc=f"collect {device.name}")
+    jobs = _jobs(paths, device, the_plan, seed, stats)
     try:
-        for row in the_plan.tasks.iter_rows(named=True):
-            if row["todo"] == 0:
-                stats.skipped += programs_per_task
-                continue
-            cands = ensure_candidates(paths, row["task_id"], row["workload_json"],
-                                      programs_per_task, seed)
-            done = store.record_ids(device.name, row["task_id"])
-            traces = [t for t in cands["trace_json"]
-                      if record_id(device.identity, row["task_id"], t) not in done]
-            stats.skipped += len(cands) - len(traces)
-            mod = tvm.ir.load_json(row["workload_json"])
-            if traces and runner is None:
+        while batch := list(islice(jobs, batch_size)):
+            if runner is None:
                 builder = builder or local_builder()
                 runner = make_runner(device, **(runner_kwargs or {}))
-            for i in range(0, len(traces), batch_size):
-                rows = _measure_batch(device, row["task_id"], mod, traces[i:i + batch_size],
-                                      builder, runner, stats)
-                store.append(rows)
-                for r in rows:
-                    stats.per_status[r["status"]] = stats.per_status.get(r["status"], 0) + 1
-                stats.measured += len(rows)
-                stats.errors += sum(r["status"] != "ok" for r in rows)
-                stats.wall_secs = time.perf_counter() - t_start
-                bar.update(len(rows))
-                bar.set_postfix(task=row["task_name"][:24], errors=stats.errors)
-                if on_batch:
-                    on_batch(stats)
+            rows = _measure_batch(device, batch, builder, runner, stats)
+            store.append(rows)  # one atomic file per task of the batch
+            for r in rows:
+                stats.per_status[r["status"]] = stats.per_status.get(r["status"], 0) + 1
+            stats.measured += len(rows)
+            stats.errors += sum(r["status"] != "ok" for r in rows)
+            stats.wall_secs = time.perf_counter() - t_start
+            bar.update(len(rows))
+            bar.set_postfix(errors=stats.errors)
+            if on_batch:
+                on_batch(stats)
     finally:
         bar.close()
         stats.wall_secs = time.perf_counter() - t_start

@@ -1,0 +1,188 @@
+"""The data card: what the reference dataset holds, how noisy it is, how devices differ.
+
+Every figure comes from DuckDB queries over the record store; the re-measured sample is a real
+second measurement of 1% of the ok records, kept apart from the store (``data/remeasure``).
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from .config import Paths
+from .metrics import spearman
+from .store.catalog import Catalog
+
+
+def device_summary(cat: Catalog) -> pl.DataFrame:
+    return cat.sql("""
+        SELECT r.device, any_value(r.host_cpu) AS host_cpu, any_value(r.target) AS target,
+               count(DISTINCT r.task_id) AS tasks, count(*) AS programs,
+               count(*) FILTER (WHERE status <> 'ok') AS errors,
+               count(*) FILTER (WHERE status = 'build_error') AS build_errors,
+               count(*) FILTER (WHERE status = 'timeout') AS timeouts,
+               count(*) FILTER (WHERE status = 'run_error') AS run_errors,
+               min(measured_at) AS first, max(measured_at) AS last
+        FROM records r GROUP BY r.device ORDER BY r.device""")
+
+
+def busy_hours(cat: Catalog) -> dict[str, float]:
+    """Collection time per device: the sum of gaps under a minute between its records."""
+    frame = cat.sql("""
+        SELECT device, sum(gap) / 3600 AS hours FROM (
+          SELECT device, epoch(measured_at) - epoch(lag(measured_at) OVER
+                 (PARTITION BY device ORDER BY measured_at)) AS gap FROM records)
+        WHERE gap < 60 GROUP BY device""")
+    return dict(frame.iter_rows())
+
+
+def repeat_noise(cat: Catalog) -> pl.DataFrame:
+    """Coefficient of variation across the repeats of each ok record, summarised per device."""
+    return cat.sql("""
+        SELECT device, count(*) AS records,
+               median(cv) AS median_cv, quantile_cont(cv, 0.9) AS p90_cv
+        FROM (SELECT device, list_stddev_samp(latencies) / list_avg(latencies) AS cv
+              FROM records WHERE status = 'ok' AND len(latencies) > 1)
+        GROUP BY device ORDER BY device""")
+
+
+def device_rank_correlation(cat: Catalog, min_programs: int = 8) -> pl.DataFrame:
+    """Per task, Spearman correlation of the same programs' latencies on each pair of devices."""
+    frame = cat.sql("""
+        SELECT a.device AS device_a, b.device AS device_b, a.task_id,
+               list(a.latency ORDER BY a.program_id) AS la,
+               list(b.latency ORDER BY a.program_id) AS lb
+        FROM records a JOIN records b
+          ON a.program_id = b.program_id AND a.device < b.device
+        WHERE a.latency IS NOT NULL AND b.latency IS NOT NULL
+        GROUP BY ALL""")
+    rows = []
+    for r in frame.iter_rows(named=True):
+        if len(r["la"]) >= min_programs:
+            rows.append({"device_a": r["device_a"], "device_b": r["device_b"],
+                         "task_id": r["task_id"],
+                         "spearman": spearman(np.array(r["la"]), np.array(r["lb"]))})
+    if not rows:
+        return pl.DataFrame(schema={"device_a": pl.Utf8, "device_b": pl.Utf8, "tasks": pl.Int64,
+                                    "median": pl.Float64, "p10": pl.Float64, "p90": pl.Float64})
+    return (pl.DataFrame(rows).drop_nans("spearman")
+            .group_by("device_a", "device_b")
+            .agg(pl.len().alias("tasks"), pl.col("spearman").median().alias("median"),
+                 pl.col("spearman").quantile(0.1).alias("p10"),
+                 pl.col("spearman").quantile(0.9).alias("p90"))
+            .sort("device_a", "device_b"))
+
+
+def remeasure_sample(paths: Paths, device_name: str, fraction: float = 0.01,
+                     seed: int = 0) -> pl.DataFrame:
+    """Measure ``fraction`` of the device's ok records again; Spearman of the two runs per task
+    is summarised by the caller. Returns program_id, task_id, first and second latency."""
+    from .device import DeviceRegistry
+    from .measure.collect import collect
+    from .sampling import CANDIDATE_SCHEMA, candidates_file
+    from .store.records import RecordStore, write_parquet_atomic
+
+    cat = Catalog(paths, in_memory=True)
+    try:
+        ok = cat.sql(f"""SELECT r.program_id, r.task_id, r.trace_json, r.latency, t.task_name,
+                                t.op_class, t.workload_json
+                         FROM records r JOIN (SELECT DISTINCT ON (task_id) * FROM tasks) t
+                           USING (task_id)
+                         WHERE r.device = '{device_name}' AND r.latency IS NOT NULL""")
+    finally:
+        cat.close()
+    # Whole tasks, so rank correlation within a task is defined.
+    tasks = sorted(ok["task_id"].unique().to_list())
+    random.Random(seed).shuffle(tasks)
+    chosen, n = [], 0
+    for t in tasks:
+        if n >= fraction * len(ok):
+            break
+        chosen.append(t)
+        n += int((ok["task_id"] == t).sum())
+    sample = ok.filter(pl.col("task_id").is_in(chosen))
+    again = Paths(paths.root / "remeasure" / device_name)
+    for t, group in sample.group_by("task_id"):
+        rows = group.select("program_id", "task_id", "trace_json").with_columns(
+            origin=pl.lit("remeasure"), round=pl.lit(0, pl.Int32),
+            requested=pl.lit(len(group), pl.Int32)).cast(CANDIDATE_SCHEMA)
+        write_parquet_atomic(rows, candidates_file(again, t[0]))
+    task_frame = sample.select("task_id", "task_name", "op_class", "workload_json").unique("task_id")
+    device = DeviceRegistry(paths).get(device_name)
+    collect(again, device, task_frame, int(sample.group_by("task_id").len()["len"].max()),
+            progress=False)
+    second = RecordStore(again).read(device_name).with_columns(
+        latency2=pl.col("latencies").list.mean()).select("program_id", "latency2")
+    return sample.select("program_id", "task_id", "latency").join(second, on="program_id")
+
+
+def remeasure_correlation(pairs: pl.DataFrame) -> dict:
+    per_task = [spearman(g["latency"].to_numpy(), g["latency2"].drop_nulls().to_numpy())
+                for _, g in pairs.drop_nulls().group_by("task_id") if len(g) >= 3]
+    per_task = [c for c in per_task if c == c]
+    return {"programs": len(pairs), "tasks": len(per_task),
+            "median_spearman": float(np.median(per_task)) if per_task else float("nan")}
+
+
+def latency_plot(cat: Catalog, out: Path) -> Path:
+    """Histogram of log10 latency (ok records) per device."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    frame = cat.sql("SELECT device, log10(latency) AS l FROM records WHERE latency > 0")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for (dev,), g in frame.group_by(["device"], maintain_order=True):
+        ax.hist(g["l"].to_numpy(), bins=60, histtype="step", label=dev)
+    ax.set_xlabel("log10(latency / s)")
+    ax.set_ylabel("programs")
+    ax.legend()
+    ax.set_title("Measured latency per device (ok records)")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def build(paths: Paths, out_dir: Path, remeasure: dict | None = None) -> dict:
+    """Every table of the card as frames/JSON, plus the latency plot under ``out_dir``."""
+    cat = Catalog(paths, in_memory=True)
+    try:
+        summary = device_summary(cat)
+        hours = busy_hours(cat)
+        summary = summary.with_columns(
+            pl.col("device").replace_strict(hours, default=None).alias("collect_hours"))
+        card = {"summary": summary, "noise": repeat_noise(cat),
+                "devices": device_rank_correlation(cat),
+                "plot": latency_plot(cat, out_dir / "latency-distribution.png")}
+    finally:
+        cat.close()
+    if remeasure:
+        card["remeasure"] = remeasure
+    return card
+
+
+def to_markdown(frame: pl.DataFrame) -> str:
+    cols = frame.columns
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in frame.iter_rows():
+        lines.append("| " + " | ".join(
+            f"{v:.3f}" if isinstance(v, float) else str(v) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def render(card: dict) -> str:
+    parts = ["### Per device", to_markdown(card["summary"]),
+             "### Measurement noise (coefficient of variation across repeats)",
+             to_markdown(card["noise"]),
+             "### Device landscapes (per-task Spearman rank correlation of the same programs)",
+             to_markdown(card["devices"])]
+    if "remeasure" in card:
+        parts += ["### Re-measured sample", "```json\n" + json.dumps(card["remeasure"], indent=1)
+                  + "\n```"]
+    return "\n\n".join(parts) + "\n"
