@@ -122,6 +122,22 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_datacard(args) -> int:
+    from . import datacard
+
+    paths = _paths(args)
+    out = Path(args.out)
+    remeasure = None
+    if args.remeasure:
+        remeasure = {dev: datacard.remeasure_correlation(
+            datacard.remeasure_sample(paths, dev, args.fraction)) for dev in args.remeasure}
+    text = datacard.render(datacard.build(paths, out, remeasure))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "datacard.md").write_text(text)
+    print(text)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tcl", description=__doc__)
     p.add_argument("--data", help="data root (default: $TCL_DATA or ./data)")
@@ -173,6 +189,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--device", required=True)
     e.add_argument("--tasks", nargs="+")
     e.set_defaults(func=cmd_export)
+
+    dc = sub.add_parser("datacard", help="dataset statistics, noise and device landscapes")
+    dc.add_argument("--out", default="data/reports/datacard")
+    dc.add_argument("--remeasure", nargs="*", default=[],
+                    help="devices whose records to re-measure in part (noise check)")
+    dc.add_argument("--fraction", type=float, default=0.01)
+    dc.set_defaults(func=cmd_datacard)
 
     try:  # the pipeline's subcommands (train, evaluate, ...) register themselves there
         from .cli_pipeline import register
