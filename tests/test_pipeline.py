@@ -1,0 +1,233 @@
+"""The pipeline: params validation, a real `dvc repro` of the tiny profile in a temporary git
+repository (with a fresh clone rebuilding without measuring), and the `pipeline` flow under
+Prefect's test harness (a transient failure retried, only the new programs measured)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from tcl.config import TclError
+from tcl.params import load_params
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "tiny_params.yaml"
+BIN = Path(sys.executable).parent  # the venv's tcl and dvc
+
+
+def tiny(changes: dict | None = None, drop: tuple[str, ...] = ()) -> dict:
+    """The tiny profile with dotted keys set (``changes``) or removed (``drop``)."""
+    raw = yaml.safe_load(TINY.read_text())
+    for key, value in (changes or {}).items():
+        *parents, last = key.split(".")
+        node = raw
+        for p in parents:
+            node = node[p]
+        node[last] = value
+    for key in drop:
+        *parents, last = key.split(".")
+        node = raw
+        for p in parents:
+            node = node[p]
+        del node[last]
+    return raw
+
+
+def write_params(directory: Path, raw: dict) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+# -- bad input: the message names the key, nothing runs --------------------------------------------
+@pytest.mark.parametrize("changes, drop, message", [
+    ({"devices": ["cpu-avx2", "gpu-9000"]}, (), "devices[1]: unknown device 'gpu-9000'"),
+    ({"train.models": ["xgb", "foo"]}, (),
+     "train.models[1]: unknown model kind 'foo' (known: mamba, tenset-mlp, tlp, xgb)"),
+    ({"zoo.networks": ["bert_tiny", "resnet-1"]}, (), "zoo.networks[1]: unknown network 'resnet-1'"),
+    ({}, ("sample.programs_per_task",), "sample.programs_per_task: missing value"),
+    ({}, ("devices",), "devices: missing value"),
+    ({}, ("train.hyper.mamba",), "train.hyper.mamba: missing value for train.models[1]"),
+    ({"sample.programs_per_task": "many"}, (), "sample.programs_per_task: expected an integer"),
+    ({"sample.programs_per_task": 0}, (), "sample.programs_per_task: must be >= 1"),
+    ({"zoo.small": "yes"}, (), "zoo.small: expected true or false"),
+    ({"sample.programs_per_tsk": 3}, (), "sample.programs_per_tsk: unknown key"),
+    ({"evaluate.top_k": [1, 0]}, (), "evaluate.top_k[1]: must be >= 1"),
+    ({"devices": ["cpu-avx2", "cpu-avx2"]}, (), "devices[1]: device 'cpu-avx2' is listed twice"),
+    ({"train.hyper.xgb": {"max_dpeth": 3}}, (), "train.hyper.xgb: model kind 'xgb' rejected"),
+    ({"train.hyper.xgb": {"seed": 3}}, (), "train.hyper.xgb.seed: set the seed once"),
+])
+def test_bad_params_name_the_key(tmp_path, changes, drop, message):
+    path = write_params(tmp_path, tiny(changes, drop))
+    with pytest.raises(TclError) as err:
+        load_params(path)
+    assert f"params.yaml: {message}" in str(err.value)
+
+
+def test_bad_params_fail_before_any_work(tmp_path, capsys):
+    from tcl.cli import main
+
+    path = write_params(tmp_path, tiny({"train.models": ["xgb", "foo"]}))
+    assert main(["stage", "zoo", "--params", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "train.models[1]: unknown model kind 'foo'" in err
+    assert not (tmp_path / "data").exists()  # the zoo stage did not start
+    with pytest.raises(TclError, match="params file .* does not exist"):
+        load_params(tmp_path / "nope.yaml")
+
+
+def test_project_params_are_valid():
+    params = load_params(ROOT / "params.yaml")
+    assert params.paths.root == ROOT / "data"
+    assert set(params.train.models) == {"mamba", "tenset-mlp", "tlp", "xgb"}
+
+
+def test_dvc_yaml_has_one_stage_per_device_and_model():
+    out = subprocess.run([BIN / "dvc", "stage", "list", "--name-only"], cwd=ROOT, text=True,
+                         capture_output=True, env=_env())
+    assert out.returncode == 0, out.stderr
+    names = out.stdout.split()
+    params = load_params(ROOT / "params.yaml", check_models=False)
+    expected = ["zoo", "sample", *[f"measure@{d}" for d in params.devices], "featurize",
+                *[f"train@{d}-{m}" for d in params.devices for m in params.train.models],
+                "evaluate"]
+    assert names == expected
+
+
+# -- the tiny profile through DVC -------------------------------------------------------------
+def _env() -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TCL_", "DVC_"))}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env.update(TVM_LOG_LEVEL="WARNING", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    return env
+
+
+def _run(args: list, cwd: Path, timeout: int = 600) -> str:
+    out = subprocess.run([str(a) for a in args], cwd=cwd, env=_env(), text=True,
+                         capture_output=True, timeout=timeout)
+    assert out.returncode == 0, f"{args} failed:\n{out.stdout[-4000:]}\n{out.stderr[-4000:]}"
+    return out.stdout + out.stderr
+
+
+def _records(data: Path) -> pl.DataFrame:
+    files = sorted(data.glob("records/device=*/task=*/part-*.parquet"))
+    return pl.concat([pl.read_parquet(f, columns=["program_id", "device"]) for f in files])
+
+
+@pytest.fixture(scope="module")
+def tiny_repo(tmp_path_factory) -> tuple[Path, str]:
+    """A git repository holding the pipeline and the tiny profile, after one `dvc repro`."""
+    repo = tmp_path_factory.mktemp("pipeline") / "repo"
+    repo.mkdir()
+    for name in ("dvc.yaml", ".dvcignore"):
+        shutil.copy(ROOT / name, repo / name)
+    shutil.copy(TINY, repo / "params.yaml")
+    _run(["git", "init", "-q"], repo)
+    _run([BIN / "dvc", "init", "-q"], repo)
+    _run([BIN / "dvc", "config", "core.analytics", "false"], repo)
+    return repo, _run([BIN / "dvc", "repro"], repo)
+
+
+@pytest.mark.slow
+def test_dvc_repro_tiny(tiny_repo):
+    repo, log = tiny_repo
+    for stage in ("zoo", "sample", "measure@cpu-avx2", "featurize", "train@cpu-avx2-xgb",
+                  "train@cpu-avx2-mamba", "evaluate"):
+        assert f"Running stage '{stage}'" in log
+    data = repo / "data"
+    summary = json.loads((data / "reports" / "summary.json").read_text())
+    assert set(summary["cpu-avx2"]) == {"xgb", "mamba"}
+    assert 0 < summary["cpu-avx2"]["xgb"]["top1"] <= 1
+    for name in ("evaluation.md", "evaluation.png", "metrics.json", "scores.csv"):
+        assert (data / "reports" / name).stat().st_size > 0
+    records = _records(data)
+    assert len(records) == records["program_id"].n_unique() > 0
+    # DVC presents the evaluation.
+    assert "top1" in _run([BIN / "dvc", "metrics", "show"], repo)
+    _run([BIN / "dvc", "plots", "show", "-o", repo / "plots"], repo)
+    page = (repo / "plots" / "index.html").read_text()
+    assert "evaluation.png" in page and "scores_csv" in page
+    # Measured data is committed to git, features and models go to DVC's cache.
+    ignored = (data / ".gitignore").read_text().split()
+    assert "/features" in ignored and "/records" not in ignored and "/zoo" not in ignored
+    # Nothing changed: nothing runs, and the measure query finds nothing new.
+    again = _run([BIN / "dvc", "repro"], repo)
+    assert "Running stage" not in again
+    assert "nothing new to measure" in _run(
+        [BIN / "tcl", "stage", "measure", "--device", "cpu-avx2", "--quiet"], repo)
+    assert len(_records(data)) == len(records)
+
+
+@pytest.mark.slow
+def test_fresh_clone_rebuilds_without_measuring(tiny_repo, tmp_path):
+    repo, _ = tiny_repo
+    _run(["git", "add", "-A"], repo)
+    _run(["git", "commit", "-q", "-m", "tiny pipeline with its measured data"], repo)
+    clone = tmp_path / "clone"
+    _run(["git", "clone", "-q", repo, clone], tmp_path)
+    assert not (clone / "data" / "features").exists()  # not in git
+    log = _run([BIN / "dvc", "repro"], clone)
+    for stage in ("zoo", "sample", "measure@cpu-avx2"):
+        assert f"Running stage '{stage}'" not in log
+    for stage in ("featurize", "train@cpu-avx2-xgb", "train@cpu-avx2-mamba", "evaluate"):
+        assert f"Running stage '{stage}'" in log
+    assert len(_records(clone / "data")) == len(_records(repo / "data"))
+    assert json.loads((clone / "data" / "reports" / "summary.json").read_text())["cpu-avx2"]
+
+
+# -- the same pipeline as Prefect flows ------------------------------------------------------------
+@pytest.mark.slow
+def test_pipeline_flow(tiny_repo, tmp_path, monkeypatch):
+    """More programs per task than the repository measured: the flow measures only the new ones,
+    after one injected transient failure that Prefect retries; the report is an artifact."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.testing.utilities import prefect_test_harness
+
+    from flows.pipeline import pipeline
+    from tcl import pipeline as stages
+    from tcl.sampling import load_candidates
+
+    repo, _ = tiny_repo
+    for part in ("zoo", "candidates", "records"):
+        shutil.copytree(repo / "data" / part, tmp_path / "data" / part)
+    before = _records(tmp_path / "data")
+    params_file = write_params(tmp_path, tiny({"sample.programs_per_task": 5}))
+
+    calls = []
+    real_measure = stages.run_measure
+
+    def flaky_measure(params, device, progress=True):
+        calls.append(device)
+        if len(calls) == 1:
+            raise RuntimeError("runner worker died (injected)")
+        return real_measure(params, device, progress)
+
+    monkeypatch.setattr(stages, "run_measure", flaky_measure)
+    with prefect_test_harness(server_startup_timeout=180):
+        files = pipeline(params_file=str(params_file))
+        with get_client(sync_client=True) as client:
+            artifacts = client.read_artifacts(
+                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["evaluation"])))
+    assert calls == ["cpu-avx2", "cpu-avx2"]
+    assert artifacts and "held-out" in artifacts[0].data
+    assert Path(files["summary"]).exists() and Path(files["plot"]).exists()
+
+    params = load_params(params_file)
+    after = _records(tmp_path / "data")
+    candidates = pl.concat([load_candidates(params.paths, t)
+                            for t in stages.selected_tasks(params)["task_id"]])
+    assert len(after) == after["program_id"].n_unique()  # nothing measured twice
+    assert set(after["program_id"]) == set(candidates["program_id"])
+    assert len(after) > len(before)
+    # And once more: the query finds nothing left to measure.
+    assert real_measure(params, "cpu-avx2", progress=False).measured == 0
