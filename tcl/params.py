@@ -33,7 +33,7 @@ class SampleParams:
 
 @dataclass(frozen=True)
 class MeasureParams:
-    batch_size: int             # programs built, then run, per batch (one Parquet file each)
+    batch_size: int             # programs built, then run, per batch (batches span tasks)
     retries: int                # Prefect retries of a device's measurement after a transient error
     retry_delay_s: float
 
