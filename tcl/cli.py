@@ -23,23 +23,19 @@ def _print_frame(frame) -> None:
 
 def _zoo_tasks(paths: Paths, networks: list[str] | None, split: str = "all",
                max_tasks: int | None = None, small: bool = False):
-    """Tasks of the selected networks, extracting them into the zoo first where needed."""
+    """Tasks of the selected networks (extracted into the zoo first where needed), heaviest
+    first; ``max_tasks`` caps each split, as ``sample.max_*_tasks`` do in params.yaml."""
     import polars as pl
 
-    from .zoo.extract import build_zoo, load_networks, load_tasks
+    from .zoo.extract import build_zoo, select_tasks
     from .zoo.networks import zoo_instances
 
     instances = zoo_instances(networks, small=small)
     build_zoo(paths, instances=instances)
-    nets = load_networks(paths).filter(
-        pl.col("network_key").is_in([i.key for i in instances]))
+    tasks = select_tasks(paths, [i.key for i in instances], max_tasks, max_tasks)
     if split != "all":
-        nets = nets.filter(pl.col("holdout") == (split == "holdout"))
-    wanted = nets.group_by("task_id").agg(pl.col("weight").sum()).sort("weight", "task_id",
-                                                                       descending=[True, False])
-    tasks = load_tasks(paths).join(wanted.select("task_id"), on="task_id", how="semi")
-    tasks = tasks.join(wanted, on="task_id").sort("weight", "task_id", descending=[True, False])
-    return tasks.head(max_tasks) if max_tasks else tasks
+        tasks = tasks.filter(pl.col("holdout") == (split == "holdout"))
+    return tasks
 
 
 def cmd_device(args) -> int:

@@ -27,7 +27,8 @@ class ZooParams:
 @dataclass(frozen=True)
 class SampleParams:
     programs_per_task: int      # candidates sampled, and measured on every device, per task
-    max_tasks: int | None       # only the N heaviest tasks of each split (train, holdout)
+    max_train_tasks: int | None    # only the N heaviest training tasks (None: all)
+    max_holdout_tasks: int | None  # only the N heaviest held-out tasks (None: all)
     seed: int
 
 
@@ -171,10 +172,13 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     zoo = ZooParams(r.names(z["networks"], "zoo.networks", set(NETWORKS), "network"),
                     r.boolean(z["small"], "zoo.small"))
 
-    s = r.section(top["sample"], "sample", ("programs_per_task", "max_tasks", "seed"))
-    sample = SampleParams(r.integer(s["programs_per_task"], "sample.programs_per_task", 1),
-                          r.integer(s["max_tasks"], "sample.max_tasks", 1, allow_none=True),
-                          r.integer(s["seed"], "sample.seed", 0))
+    s = r.section(top["sample"], "sample",
+                  ("programs_per_task", "max_train_tasks", "max_holdout_tasks", "seed"))
+    sample = SampleParams(
+        r.integer(s["programs_per_task"], "sample.programs_per_task", 1),
+        r.integer(s["max_train_tasks"], "sample.max_train_tasks", 1, allow_none=True),
+        r.integer(s["max_holdout_tasks"], "sample.max_holdout_tasks", 1, allow_none=True),
+        r.integer(s["seed"], "sample.seed", 0))
 
     m = r.section(top["measure"], "measure", ("batch_size", "retries", "retry_delay_s"))
     measure = MeasureParams(r.integer(m["batch_size"], "measure.batch_size", 1),

@@ -44,35 +44,12 @@ def run_zoo(params: Params) -> int:
 
 
 def selected_tasks(params: Params) -> pl.DataFrame:
-    """task_id, task_name, op_class, workload_json, weight, holdout of the selected networks'
-    tasks, heaviest first; with ``sample.max_tasks`` only the N heaviest of each split
-    (held-out tasks: those of any held-out network; training tasks: the others)."""
-    from .store.catalog import Catalog
+    """The selected networks' tasks, at most ``sample.max_train_tasks`` /
+    ``sample.max_holdout_tasks`` of each split (see ``tcl.zoo.extract.select_tasks``)."""
+    from .zoo.extract import select_tasks
 
-    keys = pl.DataFrame({"network_key": [i.key for i in instances(params)]})
-    limit = params.sample.max_tasks
-    cat = Catalog(params.paths, in_memory=True)
-    try:
-        cat.con.register("wanted", keys)
-        frame = cat.sql(f"""
-            WITH held AS (SELECT DISTINCT task_id FROM networks WHERE holdout),
-            sel AS (
-              SELECT task_id, sum(weight) AS weight, task_id IN (SELECT task_id FROM held) AS holdout
-              FROM networks WHERE network_key IN (SELECT network_key FROM wanted)
-              GROUP BY task_id),
-            ranked AS (
-              SELECT *, row_number() OVER (PARTITION BY holdout
-                                           ORDER BY weight DESC, task_id) AS rank FROM sel)
-            SELECT t.task_id, t.task_name, t.op_class, t.workload_json, r.weight, r.holdout
-            FROM ranked r JOIN (SELECT DISTINCT ON (task_id) * FROM tasks) t USING (task_id)
-            {'' if limit is None else f'WHERE r.rank <= {int(limit)}'}
-            ORDER BY r.holdout DESC, r.weight DESC, t.task_id""")
-    finally:
-        cat.close()
-    if frame.is_empty():
-        raise TclError(f"no tasks of the selected networks in {params.paths.zoo_dir}: "
-                       "run the zoo stage first")
-    return frame
+    return select_tasks(params.paths, [i.key for i in instances(params)],
+                        params.sample.max_train_tasks, params.sample.max_holdout_tasks)
 
 
 def run_sample(params: Params, progress: bool = True) -> int:

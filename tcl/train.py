@@ -103,7 +103,7 @@ def evaluate_models(paths: Paths, devices: Sequence[str], kinds: Sequence[str],
         held &= set(task_ids)
     if not held:
         raise TclError("no task of a held-out network is selected: nothing to evaluate on "
-                       "(check zoo.networks and sample.max_tasks)")
+                       "(check zoo.networks and sample.max_train_tasks)")
     tasks = load_tasks(paths)
     frames = []
     for device in devices:

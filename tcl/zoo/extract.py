@@ -178,3 +178,42 @@ def build_zoo(paths: Paths, networks: list[str] | None = None,
         print(f"zoo [{n}/{len(todo)}] {inst.key}: {len(rows)} tasks ({len(new)} new), "
               f"{time.perf_counter() - start:.1f}s; {len(tasks)} unique tasks", flush=True)
     return tasks, nets
+
+
+def select_tasks(paths: Paths, network_keys: list[str], max_train: int | None = None,
+                 max_holdout: int | None = None) -> pl.DataFrame:
+    """task_id, task_name, op_class, workload_json, weight, holdout of the networks' tasks,
+    heaviest first, at most ``max_train`` / ``max_holdout`` of each split (None: all).
+
+    Held-out tasks are those of any held-out network (even when a training network shares
+    them), so no held-out task is ever trained on.
+    """
+    from ..store.catalog import Catalog
+
+    limits = {True: max_holdout, False: max_train}
+    cat = Catalog(paths, in_memory=True)
+    try:
+        cat.con.register("wanted", pl.DataFrame({"network_key": network_keys},
+                                                schema={"network_key": pl.Utf8}))
+        frame = cat.sql("""
+            WITH held AS (SELECT DISTINCT task_id FROM networks WHERE holdout),
+            sel AS (
+              SELECT task_id, sum(weight) AS weight, task_id IN (SELECT task_id FROM held) AS holdout
+              FROM networks WHERE network_key IN (SELECT network_key FROM wanted)
+              GROUP BY task_id)
+            SELECT t.task_id, t.task_name, t.op_class, t.workload_json, s.weight, s.holdout,
+                   row_number() OVER (PARTITION BY s.holdout ORDER BY s.weight DESC, s.task_id)
+                     AS rank
+            FROM sel s JOIN (SELECT DISTINCT ON (task_id) * FROM tasks) t USING (task_id)
+            ORDER BY s.holdout DESC, s.weight DESC, t.task_id""")
+    finally:
+        cat.close()
+    keep = pl.lit(False)
+    for holdout, limit in limits.items():
+        cond = pl.col("holdout") == holdout
+        keep = keep | (cond if limit is None else cond & (pl.col("rank") <= limit))
+    frame = frame.filter(keep).drop("rank")
+    if frame.is_empty():
+        raise TclError(f"no tasks of the selected networks in {paths.zoo_dir}: extract the zoo "
+                       "first (`tcl zoo` or the zoo stage)")
+    return frame
