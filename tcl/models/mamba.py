@@ -1,0 +1,203 @@
+"""The TCL cost model: a small Mamba (selective state-space) network over a program's per-store
+feature rows and/or its trace tokens, trained with LambdaRank within each task.
+
+Each block's mixer has exactly the parameters of ``mamba_ssm.modules.mamba_simple.Mamba``
+(``in_proj``, ``conv1d``, ``x_proj``, ``dt_proj``, ``A_log``, ``D``, ``out_proj``, same shapes and
+initialization), so a state dict trained with the CUDA kernels loads into the CPU path and back.
+The CPU path is plain PyTorch with a scan written for short sequences: a loop over positions on
+batched (L, B, d_inner, d_state) tensors, in place when no gradient is needed.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..config import TclError
+from ..features import TOKEN_WIDTH, VOCAB
+from .base import PER_STORE_WIDTH
+from .nn import Batch, CostNet, NeuralCostModel, length_mask
+
+LOG2E = 1.4426950408889634
+INPUTS = {"stores": ("stores",), "tokens": ("tokens",), "both": ("stores", "tokens")}
+
+
+_WORKSPACE = threading.local()
+
+
+def workspace(slot: int, shape: tuple[int, ...], like: Tensor) -> Tensor:
+    """A reusable per-thread scratch tensor for inference: fresh multi-MB buffers cost page
+    faults that dominate the scan's arithmetic."""
+    bufs = _WORKSPACE.__dict__.setdefault("bufs", {})
+    # inference tensors may only be written under inference mode: keep one set per mode
+    need = math.prod(shape)
+    key = (slot, like.device, like.dtype, torch.is_inference_mode_enabled())
+    if key not in bufs or bufs[key].numel() < need:
+        bufs[key] = torch.empty(need, device=like.device, dtype=like.dtype)
+    return bufs[key][:need].view(shape)
+
+
+def selective_scan(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor) -> Tensor:
+    """y_t = C_t . h_t + D u_t with h_t = exp(delta_t A) h_{t-1} + delta_t B_t u_t (zero h_0):
+    the arithmetic of mamba_ssm's ``selective_scan_ref`` (softplus and bias already applied to
+    delta, no gate). u, delta: (l, b, d); A: (d, n); B, C: (l, b, n); D: (d,) -> (l, b, d).
+
+    States are laid out (l, b, n, d): d (the longest axis) innermost keeps every elementwise op
+    vectorized, and time-major makes each step's slice contiguous. Without a gradient the
+    states live in reused scratch buffers and are updated in place."""
+    a2 = A.T * LOG2E                                    # exp(x) = exp2(x log2 e); exp2 is cheaper
+    du = (delta * u).unsqueeze(2)
+    if torch.is_grad_enabled() and (du.requires_grad or a2.requires_grad):
+        decay = (delta.unsqueeze(2) * a2).exp2()
+        h = du * B.unsqueeze(-1)
+        states = [h[0]]
+        for t in range(1, h.shape[0]):
+            states.append(torch.addcmul(h[t], decay[t], states[-1]))
+        y = (torch.stack(states) * C.unsqueeze(-1)).sum(2)
+    else:
+        shape = (*u.shape[:2], A.shape[1], A.shape[0])
+        decay = torch.mul(delta.unsqueeze(2), a2, out=workspace(0, shape, u)).exp2_()
+        h = torch.mul(du, B.unsqueeze(-1), out=workspace(1, shape, u))
+        for t in range(1, h.shape[0]):
+            h[t].addcmul_(decay[t], h[t - 1])
+        y = h.mul_(C.unsqueeze(-1)).sum(2)
+    return y.addcmul_(u, D)
+
+
+class MambaMixer(nn.Module):
+    """CPU twin of ``mamba_ssm.Mamba``: same parameter names, shapes and initialization."""
+
+    def __init__(self, d_model: int, d_state: int = 16, d_conv: int = 4, expand: float = 2,
+                 dt_min: float = 1e-3, dt_max: float = 0.1, dt_init_floor: float = 1e-4) -> None:
+        super().__init__()
+        self.d_inner = int(expand * d_model)
+        self.d_state, self.d_conv = d_state, d_conv
+        self.dt_rank = math.ceil(d_model / 16)
+        self.in_proj = nn.Linear(d_model, 2 * self.d_inner, bias=False)
+        self.conv1d = nn.Conv1d(self.d_inner, self.d_inner, d_conv, groups=self.d_inner,
+                                padding=d_conv - 1, bias=True)
+        self.x_proj = nn.Linear(self.d_inner, self.dt_rank + 2 * d_state, bias=False)
+        self.dt_proj = nn.Linear(self.dt_rank, self.d_inner, bias=True)
+        self.out_proj = nn.Linear(self.d_inner, d_model, bias=False)
+        # Mamba's dt init: weight ~ U(+-dt_rank^-0.5); softplus(bias) log-uniform in [dt_min, dt_max]
+        std = self.dt_rank ** -0.5
+        nn.init.uniform_(self.dt_proj.weight, -std, std)
+        dt = torch.exp(torch.rand(self.d_inner) * (math.log(dt_max) - math.log(dt_min))
+                       + math.log(dt_min)).clamp(min=dt_init_floor)
+        with torch.no_grad():
+            self.dt_proj.bias.copy_(dt + torch.log(-torch.expm1(-dt)))   # inverse softplus
+        # S4D-real init: A = -(1..d_state) per channel, kept as log
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, d_state + 1, dtype=torch.float32)
+                                            ).repeat(self.d_inner, 1))
+        self.D = nn.Parameter(torch.ones(self.d_inner))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(b, l, d_model) -> (b, l, d_model), like ``mamba_ssm.Mamba``."""
+        return self.forward_time_major(x.transpose(0, 1)).transpose(0, 1)
+
+    def forward_time_major(self, x: Tensor) -> Tensor:
+        """(l, b, d_model) -> (l, b, d_model). Causal, so right padding never leaks left."""
+        inplace = not torch.is_grad_enabled()   # inference: no buffers kept for backward
+        xs, z = self.in_proj(x).chunk(2, dim=-1)
+        xs = F.silu(self.causal_conv(xs), inplace=inplace)
+        dt, B, C = torch.split(self.x_proj(xs), [self.dt_rank, self.d_state, self.d_state], -1)
+        delta = F.softplus(self.dt_proj(dt))
+        y = selective_scan(xs, delta, -torch.exp(self.A_log.float()), B, C, self.D.float())
+        return self.out_proj(y.mul_(F.silu(z, inplace=inplace)) if inplace else y * F.silu(z))
+
+    def causal_conv(self, x: Tensor) -> Tensor:
+        """``conv1d`` (depthwise, left padding d_conv - 1, first l outputs) as shifted
+        multiply-adds along time: cheaper than a convolution call for short sequences."""
+        w = self.conv1d.weight[:, 0, :]                                     # (d, k)
+        k = self.d_conv
+        out = torch.addcmul(self.conv1d.bias, x, w[:, k - 1])
+        for shift in range(1, min(k, x.shape[0])):
+            out[shift:].addcmul_(x[:-shift], w[:, k - 1 - shift])
+        return out
+
+
+def make_mixer(d_model: int, d_state: int, d_conv: int, expand: float,
+               device: torch.device) -> nn.Module:
+    """mamba_ssm's fused CUDA module where it can run, else the CPU twin (same state dict)."""
+    if device.type == "cuda":
+        try:
+            from mamba_ssm import Mamba  # optional: CUDA machines only
+            return Mamba(d_model=d_model, d_state=d_state, d_conv=d_conv, expand=expand)
+        except ImportError:
+            pass
+    return MambaMixer(d_model, d_state, d_conv, expand)
+
+
+class MambaBlock(nn.Module):
+    """Pre-norm residual block around one mixer (the layout of mamba_ssm's ``Block``).
+    Works time-major (l, b, d): the CPU mixer's native layout."""
+
+    def __init__(self, mixer: nn.Module, d_model: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.mixer = mixer
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.norm(x)
+        if isinstance(self.mixer, MambaMixer):
+            return x + self.mixer.forward_time_major(h)
+        return x + self.mixer(h.transpose(0, 1).contiguous()).transpose(0, 1)
+
+
+class MambaNet(CostNet):
+    def __init__(self, inputs: str, d_model: int, n_layers: int, d_state: int, d_conv: int,
+                 expand: float, max_stores: int, max_tokens: int, device: torch.device) -> None:
+        if inputs not in INPUTS:
+            raise TclError(f"inputs must be one of {sorted(INPUTS)}, not {inputs!r}")
+        super().__init__(INPUTS[inputs], max_stores, max_tokens)
+        if "stores" in self.needs:
+            self.store_embed = nn.Linear(PER_STORE_WIDTH, d_model)
+        if "tokens" in self.needs:
+            self.token_embed = nn.Embedding(len(VOCAB), d_model, padding_idx=0)
+            self.token_vals = nn.Linear(TOKEN_WIDTH - 1, d_model)
+        self.layers = nn.ModuleList(
+            MambaBlock(make_mixer(d_model, d_state, d_conv, expand, device), d_model)
+            for _ in range(n_layers))
+        self.norm_f = nn.LayerNorm(d_model)
+        self.head = nn.Sequential(nn.Linear(d_model, d_model), nn.SiLU(), nn.Linear(d_model, 1))
+
+    def forward(self, b: Batch) -> Tensor:
+        rows, prog, pos = [], [], []
+        lengths = torch.zeros(b.n, dtype=torch.int64, device=b.group.device)
+        if "stores" in self.needs:   # a program's store rows come first, then its tokens
+            rows.append(self.store_embed(b.stores))
+            prog.append(b.store_prog)
+            pos.append(b.store_pos)
+            lengths = lengths + b.n_stores
+        if "tokens" in self.needs:
+            rows.append(self.token_embed(b.token_ids) + self.token_vals(b.token_vals))
+            prog.append(b.token_prog)
+            pos.append(b.token_pos + lengths[b.token_prog])
+            lengths = lengths + b.n_tokens
+        length = int(lengths.max())
+        rows = torch.cat(rows)
+        x = rows.new_zeros(length, b.n, rows.shape[1])     # time-major, zero right padding
+        x[torch.cat(pos), torch.cat(prog)] = rows
+        for layer in self.layers:
+            x = layer(x)
+        mask = length_mask(lengths, length).T.unsqueeze(-1).to(x.dtype)
+        pooled = (x * mask).sum(0) / lengths.clamp(min=1).unsqueeze(-1).to(x.dtype)
+        return self.head(self.norm_f(pooled)).squeeze(-1)
+
+
+class MambaModel(NeuralCostModel):
+    """Mamba cost model. ``inputs``: "stores" (per-store feature rows, the default: see
+    docs/bench-throughput.txt), "tokens" (trace tokens) or "both" (stores then tokens)."""
+
+    kind = "mamba"
+    defaults = {"inputs": "stores", "d_model": 64, "n_layers": 2, "d_state": 8, "d_conv": 4,
+                "expand": 1, "max_stores": 32, "max_tokens": 64}
+
+    def build(self, config: dict[str, Any], device: torch.device) -> MambaNet:
+        return MambaNet(config["inputs"], config["d_model"], config["n_layers"],
+                        config["d_state"], config["d_conv"], config["expand"],
+                        config["max_stores"], config["max_tokens"], device)

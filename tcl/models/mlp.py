@@ -1,0 +1,43 @@
+"""TenSet's MLP cost model (``SegmentSumMLPModule`` in TenSet's ``cost_model/mlp_model.py``):
+each per-store row goes through a two-layer ReLU encoder, the encodings of a program's stores are
+summed, and two residual ReLU layers and a linear decoder give the score. Trained with
+LambdaRank, Adam lr 7e-4, weight decay 1e-6, 512 programs per batch, gradient clip 0.5, 50
+epochs (TenSet's LambdaRank settings). TenSet's optional workload embedding (160 extra columns
+per row) is not used: our tasks are ranked within themselves, which is what LambdaRank scores.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from .base import PER_STORE_WIDTH
+from .nn import Batch, CostNet, NeuralCostModel
+
+
+class SegmentSumMLP(CostNet):
+    def __init__(self, hidden: int) -> None:
+        super().__init__(("stores",))
+        self.segment_encoder = nn.Sequential(nn.Linear(PER_STORE_WIDTH, hidden), nn.ReLU(),
+                                             nn.Linear(hidden, hidden), nn.ReLU())
+        self.l0 = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU())
+        self.l1 = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU())
+        self.decoder = nn.Linear(hidden, 1)
+
+    def forward(self, b: Batch) -> Tensor:
+        encoded = self.segment_encoder(b.stores)
+        x = encoded.new_zeros(b.n, encoded.shape[1]).index_add_(0, b.store_prog, encoded)
+        x = self.l0(x) + x
+        x = self.l1(x) + x
+        return self.decoder(x).squeeze(-1)
+
+
+class TenSetMLP(NeuralCostModel):
+    """TenSet-MLP baseline. ``hidden``: width of every layer (TenSet: 256)."""
+
+    kind = "tenset-mlp"
+    defaults = {"hidden": 256}
+
+    def build(self, config: dict[str, Any], device: torch.device) -> SegmentSumMLP:
+        return SegmentSumMLP(config["hidden"])

@@ -1,0 +1,259 @@
+"""Neural cost models: they learn to rank, save/load, reject bad input; the Mamba mixer keeps
+mamba_ssm's parameter layout and arithmetic; Parquet streaming keeps groups whole."""
+import importlib.util
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tcl.config import TclError
+from tcl.models.base import ProgramSet
+from tcl.models.mamba import MambaMixer, MambaModel, selective_scan
+from tcl.models.mlp import TenSetMLP
+from tcl.models.nn import group_batches, lambdarank_loss, synthetic_programs, take
+from tcl.models.stream import ParquetStream, write_parquet
+from tcl.models.tlp import TLPModel
+
+torch.set_num_threads(1)   # tests share the machine; small shapes gain nothing from threads
+
+# Small, fast configurations (the defaults are sized for real data).
+FAST = {
+    "mamba": (MambaModel, dict(d_model=32, lr=3e-3, epochs=12, batch_size=128)),
+    "mamba-tokens": (MambaModel, dict(inputs="tokens", d_model=32, max_tokens=16, lr=3e-3,
+                                      epochs=12, batch_size=128)),
+    "tenset-mlp": (TenSetMLP, dict(hidden=64, lr=3e-3, epochs=12, batch_size=128)),
+    "tlp": (TLPModel, dict(hidden=(32, 32, 32, 32), decoder=(32,), heads=2, max_tokens=16,
+                           lr=3e-3, epochs=40, batch_size=128)),
+}
+
+
+def pairwise_accuracy(scores, labels, group) -> float:
+    right = total = 0
+    for g in np.unique(group):
+        s, y = scores[group == g], labels[group == g]
+        better = y[:, None] > y[None, :]
+        right += (better & (s[:, None] > s[None, :])).sum()
+        total += better.sum()
+    return right / total
+
+
+@pytest.fixture(scope="module")
+def data():
+    small = dict(tokens=(4, 16), stores=(2, 6), noise=0.01)
+    return synthetic_programs(24, 24, seed=0, **small), synthetic_programs(8, 24, seed=1, **small)
+
+
+@pytest.fixture(scope="module")
+def fitted(data):
+    return {name: cls(device="cpu", **kw).fit(data[0]) for name, (cls, kw) in FAST.items()}
+
+
+@pytest.mark.parametrize("name", list(FAST))
+def test_learns_to_rank_unseen_tasks(fitted, data, name):
+    test = data[1]
+    assert pairwise_accuracy(fitted[name].predict(test), test.labels, test.group) > 0.65
+
+
+@pytest.mark.parametrize("name", list(FAST))
+def test_save_load_round_trip(fitted, data, tmp_path, name):
+    model, path = fitted[name], tmp_path / "model.pt"
+    model.save(path)
+    again = type(model).load(path, device="cpu")
+    np.testing.assert_array_equal(again.predict(data[1]), model.predict(data[1]))
+
+
+def test_scores_do_not_depend_on_batch_companions(fitted, data):
+    """Padding, length sorting and chunking must not change a program's score."""
+    test = data[1]
+    for model in fitted.values():
+        whole = model.predict(test)
+        model.config["infer_rows"] = 7           # tiny scoring batches
+        part = model.predict(take(test, np.arange(5, 40)))
+        model.config["infer_rows"] = 8192
+        np.testing.assert_allclose(part, whole[5:40], rtol=1e-4, atol=1e-4)
+
+
+def test_mamba_inputs_both_and_pointwise_loss(data):
+    model = MambaModel(device="cpu", inputs="both", d_model=16, n_layers=1, max_tokens=8,
+                       loss="mse", epochs=1).fit(data[0])
+    assert np.isfinite(model.predict(data[1])).all()
+
+
+def test_load_rejects_other_kind_version_and_garbage(fitted, tmp_path):
+    path = tmp_path / "mlp.pt"
+    fitted["tenset-mlp"].save(path)
+    with pytest.raises(TclError, match=r"mlp\.pt.*'tenset-mlp'.*version 1.*'mamba' version 1"):
+        MambaModel.load(path)
+    blob = torch.load(path, weights_only=True)
+    torch.save({**blob, "version": 99}, path)
+    with pytest.raises(TclError, match="version 99"):
+        TenSetMLP.load(path)
+    blob["config"]["hidden"] = 32                    # same kind, other architecture
+    torch.save(blob, path)
+    with pytest.raises(TclError, match="do not fit"):
+        TenSetMLP.load(path)
+    path.write_bytes(b"not a model")
+    with pytest.raises(TclError, match="mlp.pt"):
+        TenSetMLP.load(path)
+    with pytest.raises(TclError, match="does not exist"):
+        TenSetMLP.load(tmp_path / "missing.pt")
+
+
+def test_bad_inputs_raise_tcl_error(data):
+    train = data[0]
+    model = TenSetMLP(device="cpu", epochs=1)
+    narrow = ProgramSet(train.program_ids, train.group, train.per_store[:, :163],
+                        train.store_offsets, train.tokens, train.token_offsets, train.labels)
+    with pytest.raises(TclError, match="164"):
+        model.fit(narrow)
+    wide = ProgramSet(train.program_ids, train.group, train.per_store, train.store_offsets,
+                      np.hstack([train.tokens, train.tokens[:, :1]]), train.token_offsets)
+    with pytest.raises(TclError, match="trace tokens"):
+        model.predict(wide)
+    with pytest.raises(TclError, match="empty"):
+        model.fit(take(train, np.arange(0)))
+    with pytest.raises(TclError, match="labels"):
+        model.fit(ProgramSet(*[getattr(train, f) for f in
+                               ("program_ids", "group", "per_store", "store_offsets", "tokens",
+                                "token_offsets")]))
+    bad_ids = take(train, np.arange(10))
+    bad_ids.tokens[0, 0] = 1e6
+    with pytest.raises(TclError, match="vocabulary"):
+        model.predict(bad_ids)
+    with pytest.raises(TclError, match="unknown parameters"):
+        TenSetMLP(hiden=3)
+
+
+def test_lambdarank_single_program_group_is_zero():
+    scores = torch.tensor([0.3, -1.0, 2.0, 0.5], requires_grad=True)
+    labels = torch.tensor([1.0, 0.2, 0.7, 1.0])
+    loss = lambdarank_loss(scores[:1], labels[:1], torch.tensor([4]))
+    assert loss.item() == 0.0
+    loss.backward()
+    assert scores.grad.abs().sum() == 0
+    # a one-program group adds nothing to the others' loss
+    alone = lambdarank_loss(scores[:3], labels[:3], torch.tensor([0, 0, 0]))
+    mixed = lambdarank_loss(scores, labels, torch.tensor([0, 0, 0, 9]))
+    assert torch.allclose(alone, mixed)
+    # correct order lowers the loss
+    good = lambdarank_loss(torch.tensor([3.0, 0.0, 1.0]), labels[:3], torch.zeros(3))
+    bad = lambdarank_loss(torch.tensor([0.0, 3.0, 1.0]), labels[:3], torch.zeros(3))
+    assert good < bad
+
+
+def test_group_batches_keep_groups_whole():
+    group = np.repeat(np.arange(7), [3, 5, 2, 8, 1, 4, 6])
+    for rng in (None, np.random.default_rng(0)):
+        batches = group_batches(group, 8, rng)
+        assert sorted(np.concatenate(batches).tolist()) == list(range(len(group)))
+        for b in batches:
+            assert len(b) <= 8
+            for g in np.unique(group[b]):
+                assert (group[b] == g).sum() == (group == g).sum()
+
+
+# -- the Mamba mixer against mamba_ssm's layout and reference arithmetic -------------------------
+
+MAMBA_LAYOUT = {  # mamba_ssm.modules.mamba_simple.Mamba, d_model=64, expand=1, d_state=8, d_conv=4
+    "in_proj.weight": (128, 64), "conv1d.weight": (64, 1, 4), "conv1d.bias": (64,),
+    "x_proj.weight": (4 + 16, 64), "dt_proj.weight": (64, 4), "dt_proj.bias": (64,),
+    "A_log": (64, 8), "D": (64,), "out_proj.weight": (64, 64)}
+
+
+def test_mamba_state_dict_uses_mamba_ssm_layout():
+    model = MambaModel(device="cpu")
+    state = model.net.state_dict()
+    for layer in range(2):
+        prefix = f"layers.{layer}.mixer."
+        mixer = {k[len(prefix):]: tuple(v.shape) for k, v in state.items() if k.startswith(prefix)}
+        assert mixer == MAMBA_LAYOUT
+    a_log = state["layers.0.mixer.A_log"]
+    assert torch.allclose(a_log.exp(), torch.arange(1, 9.0).expand(64, 8))   # S4D-real init
+    dt = F.softplus(state["layers.0.mixer.dt_proj.bias"])
+    assert dt.min() >= 1e-4 and dt.max() <= 0.1 + 1e-6
+
+
+def reference_scan(u, delta, A, B, C, D):
+    """selective_scan_ref's recurrence, step by step, (b, d, l) layout."""
+    h = torch.zeros(u.shape[0], u.shape[1], A.shape[1])
+    ys = []
+    for t in range(u.shape[2]):
+        h = torch.exp(delta[:, :, t, None] * A) * h + delta[:, :, t, None] * B[:, None, :, t] * u[:, :, t, None]
+        ys.append((h * C[:, None, :, t]).sum(-1))
+    return torch.stack(ys, 2) + u * D[:, None]
+
+
+def reference_mixer(m: MambaMixer, x):
+    """mamba_simple.Mamba.forward's non-fused path: (b, l, d_model)."""
+    length = x.shape[1]
+    xz = m.in_proj(x).transpose(1, 2)
+    xs, z = xz.chunk(2, dim=1)
+    xs = F.silu(m.conv1d(xs)[..., :length])
+    dt, B, C = torch.split(m.x_proj(xs.transpose(1, 2)), [m.dt_rank, m.d_state, m.d_state], -1)
+    delta = F.softplus(m.dt_proj(dt)).transpose(1, 2)
+    y = reference_scan(xs, delta, -torch.exp(m.A_log), B.transpose(1, 2), C.transpose(1, 2), m.D)
+    return m.out_proj((y * F.silu(z)).transpose(1, 2))
+
+
+def test_scan_and_mixer_match_reference():
+    torch.manual_seed(0)
+    b, l, d, n = 3, 7, 6, 4
+    u, delta = torch.randn(l, b, d), F.softplus(torch.randn(l, b, d))
+    A, B, C, D = -torch.rand(d, n) * 3, torch.randn(l, b, n), torch.randn(l, b, n), torch.randn(d)
+    want = reference_scan(*(t.permute(1, 2, 0) for t in (u, delta)), A,
+                          *(t.permute(1, 2, 0) for t in (B, C)), D).permute(2, 0, 1)
+    with torch.no_grad():
+        torch.testing.assert_close(selective_scan(u, delta, A, B, C, D), want, atol=1e-5, rtol=1e-5)
+    u.requires_grad_(True)
+    torch.testing.assert_close(selective_scan(u, delta, A, B, C, D), want, atol=1e-5, rtol=1e-5)
+
+    mixer = MambaMixer(d_model=8, d_state=4, d_conv=4, expand=2)
+    x = torch.randn(2, 9, 8)
+    with torch.no_grad():
+        want = reference_mixer(mixer, x)
+        torch.testing.assert_close(mixer(x), want, atol=1e-5, rtol=1e-5)
+    out = mixer(x)   # the autograd path computes the same
+    torch.testing.assert_close(out.detach(), want, atol=1e-5, rtol=1e-5)
+    out.sum().backward()
+    assert mixer.conv1d.weight.grad is not None and mixer.A_log.grad is not None
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mamba_ssm") is None or not torch.cuda.is_available(),
+                    reason="needs mamba_ssm and a CUDA device")
+def test_cpu_path_matches_mamba_ssm_kernel(data, tmp_path):
+    from mamba_ssm import Mamba
+    cpu = MambaMixer(d_model=64, d_state=8, d_conv=4, expand=1)
+    gpu = Mamba(d_model=64, d_state=8, d_conv=4, expand=1).cuda()
+    gpu.load_state_dict(cpu.state_dict())                          # same keys, both ways
+    cpu.load_state_dict({k: v.cpu() for k, v in gpu.state_dict().items()})
+    x = torch.randn(16, 12, 64)
+    with torch.no_grad():
+        torch.testing.assert_close(gpu(x.cuda()).cpu(), cpu(x), atol=1e-4, rtol=1e-4)
+    model = MambaModel(device="cpu", epochs=1).fit(data[0])
+    model.save(tmp_path / "m.pt")
+    on_gpu = MambaModel.load(tmp_path / "m.pt", device="cuda")
+    np.testing.assert_allclose(on_gpu.predict(data[1]), model.predict(data[1]), atol=1e-4)
+
+
+# -- streaming -----------------------------------------------------------------------------------
+
+def test_parquet_stream_keeps_groups_and_trains(data, tmp_path):
+    train = data[0]
+    half = len(train) // 2 + 5                     # a group straddles the two chunks
+    path = tmp_path / "train.parquet"
+    write_parquet(path, [take(train, np.arange(half)), take(train, np.arange(half, len(train)))],
+                  row_group_size=100)
+    stream = ParquetStream(path, batch_size=60, read_rows=50)
+    batches = list(stream)
+    assert sum(len(b) for b in batches) == len(train)
+    seen = [g for b in batches for g in np.unique(b.group)]
+    assert len(seen) == len(set(seen))                        # groups of 24 never split
+    got = np.concatenate([b.per_store for b in batches])
+    np.testing.assert_array_equal(got, train.per_store)
+    model = MambaModel(device="cpu", d_model=16, n_layers=1).fit_stream(stream, epochs=2)
+    assert np.isfinite(model.predict(data[1])).all()
+    with pytest.raises(TclError, match="one-shot"):
+        model.fit_stream(iter(stream), epochs=2)
+    with pytest.raises(TclError, match="not found"):
+        ParquetStream(tmp_path / "nope.parquet")
