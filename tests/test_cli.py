@@ -36,7 +36,8 @@ def test_dry_run_prints_tasks_programs_and_estimate_then_query(paths, capsys):
                        "--networks", "bert_tiny", "--small", "--max-tasks", "3",
                        "--programs-per-task", "8", "--dry-run")
     assert code == 0
-    assert "3 tasks x up to 8 programs: 24 to measure" in out and "min at" in out
+    # --max-tasks caps each split: 3 held-out and 3 training tasks
+    assert "6 tasks x up to 8 programs: 48 to measure" in out and "min at" in out
     assert not paths.records_dir.exists()  # a dry run measures nothing
     code, out, _ = run(capsys, "--data", str(paths.root), "query",
                        "select count(*) as n_tasks from tasks")
