@@ -25,15 +25,9 @@ from tcl.config import Paths, TclError
 from tcl.evaluate import evaluate, markdown_table, synthetic_data
 from tcl.models import MODEL_KINDS, make_model
 from tcl.models.base import ProgramSet
+from tcl.train import holdout_task_ids, split_tasks  # the same split as the train stage
 
 KINDS = ("mamba", "tenset-mlp", "tlp", "xgb")
-
-
-def split_tasks(task_ids: list[str], valid_fraction: float, seed: int) -> tuple[list, list]:
-    tasks = sorted(task_ids)
-    n_valid = min(int(round(len(tasks) * valid_fraction)), len(tasks) - 1)
-    valid = set(np.random.default_rng(seed).choice(tasks, n_valid, replace=False)) if n_valid else set()
-    return [t for t in tasks if t not in valid], sorted(valid)
 
 
 def _select(programs: ProgramSet, task_ids: list[str]) -> ProgramSet | None:
@@ -59,7 +53,7 @@ def measured_split(paths: Paths, device: str, seed: int):
         if not f.exists():
             raise TclError(f"{f} is missing: build the zoo in {paths.root} first (tcl zoo)")
     nets, tasks = pl.read_parquet(paths.networks_file), pl.read_parquet(paths.tasks_file)
-    held = set(nets.filter(pl.col("holdout"))["task_id"])
+    held = holdout_task_ids(paths)
     have = set(measured(paths, device)["task_id"].to_list())
     train_ids, valid_ids = split_tasks(sorted(have - held), 0.1, seed)
     test_ids = sorted(have & held)
