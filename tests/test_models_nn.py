@@ -155,14 +155,17 @@ def test_group_batches_keep_groups_whole():
 
 # -- the Mamba mixer against mamba_ssm's layout and reference arithmetic -------------------------
 
-MAMBA_LAYOUT = {  # mamba_ssm.modules.mamba_simple.Mamba, d_model=64, expand=1, d_state=8, d_conv=4
-    "in_proj.weight": (128, 64), "conv1d.weight": (64, 1, 4), "conv1d.bias": (64,),
-    "x_proj.weight": (4 + 16, 64), "dt_proj.weight": (64, 4), "dt_proj.bias": (64,),
-    "A_log": (64, 8), "D": (64,), "out_proj.weight": (64, 64)}
+MAMBA_LAYOUT = {  # mamba_ssm.modules.mamba_simple.Mamba(d_model=32, d_state=8, d_conv=4, expand=2)
+    "in_proj.weight": (128, 32),       # d_model -> 2 d_inner, no bias
+    "conv1d.weight": (64, 1, 4), "conv1d.bias": (64,),   # depthwise, kernel d_conv
+    "x_proj.weight": (2 + 16, 64),     # d_inner -> dt_rank (ceil(32/16)) + 2 d_state, no bias
+    "dt_proj.weight": (64, 2), "dt_proj.bias": (64,),
+    "A_log": (64, 8), "D": (64,),
+    "out_proj.weight": (32, 64)}       # d_inner -> d_model, no bias
 
 
 def test_mamba_state_dict_uses_mamba_ssm_layout():
-    model = MambaModel(device="cpu")
+    model = MambaModel(device="cpu", d_model=32, d_state=8, d_conv=4, expand=2, n_layers=2)
     state = model.net.state_dict()
     for layer in range(2):
         prefix = f"layers.{layer}.mixer."
@@ -172,6 +175,8 @@ def test_mamba_state_dict_uses_mamba_ssm_layout():
     assert torch.allclose(a_log.exp(), torch.arange(1, 9.0).expand(64, 8))   # S4D-real init
     dt = F.softplus(state["layers.0.mixer.dt_proj.bias"])
     assert dt.min() >= 1e-4 and dt.max() <= 0.1 + 1e-6
+    default = MambaModel(device="cpu").net.state_dict()
+    assert {k.split("mixer.")[-1] for k in default if ".mixer." in k} == set(MAMBA_LAYOUT)
 
 
 def reference_scan(u, delta, A, B, C, D):
@@ -223,11 +228,11 @@ def test_scan_and_mixer_match_reference():
                     reason="needs mamba_ssm and a CUDA device")
 def test_cpu_path_matches_mamba_ssm_kernel(data, tmp_path):
     from mamba_ssm import Mamba
-    cpu = MambaMixer(d_model=64, d_state=8, d_conv=4, expand=1)
-    gpu = Mamba(d_model=64, d_state=8, d_conv=4, expand=1).cuda()
+    cpu = MambaMixer(d_model=32, d_state=8, d_conv=4, expand=2)
+    gpu = Mamba(d_model=32, d_state=8, d_conv=4, expand=2).cuda()
     gpu.load_state_dict(cpu.state_dict())                          # same keys, both ways
     cpu.load_state_dict({k: v.cpu() for k, v in gpu.state_dict().items()})
-    x = torch.randn(16, 12, 64)
+    x = torch.randn(16, 12, 32)
     with torch.no_grad():
         torch.testing.assert_close(gpu(x.cuda()).cpu(), cpu(x), atol=1e-4, rtol=1e-4)
     model = MambaModel(device="cpu", epochs=1).fit(data[0])

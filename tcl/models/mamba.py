@@ -57,14 +57,14 @@ def selective_scan(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D:
         states = [h[0]]
         for t in range(1, h.shape[0]):
             states.append(torch.addcmul(h[t], decay[t], states[-1]))
-        y = (torch.stack(states) * C.unsqueeze(-1)).sum(2)
+        h = torch.stack(states)
     else:
         shape = (*u.shape[:2], A.shape[1], A.shape[0])
         decay = torch.mul(delta.unsqueeze(2), a2, out=workspace(0, shape, u)).exp2_()
         h = torch.mul(du, B.unsqueeze(-1), out=workspace(1, shape, u))
         for t in range(1, h.shape[0]):
             h[t].addcmul_(decay[t], h[t - 1])
-        y = h.mul_(C.unsqueeze(-1)).sum(2)
+    y = torch.matmul(C.unsqueeze(2), h).squeeze(2)       # sum_n C_n h_n as small matmuls
     return y.addcmul_(u, D)
 
 
@@ -194,8 +194,8 @@ class MambaModel(NeuralCostModel):
     docs/bench-throughput.txt), "tokens" (trace tokens) or "both" (stores then tokens)."""
 
     kind = "mamba"
-    defaults = {"inputs": "stores", "d_model": 64, "n_layers": 2, "d_state": 8, "d_conv": 4,
-                "expand": 1, "max_stores": 32, "max_tokens": 64}
+    defaults = {"inputs": "stores", "d_model": 32, "n_layers": 2, "d_state": 8, "d_conv": 4,
+                "expand": 2, "max_stores": 32, "max_tokens": 64}
 
     def build(self, config: dict[str, Any], device: torch.device) -> MambaNet:
         return MambaNet(config["inputs"], config["d_model"], config["n_layers"],

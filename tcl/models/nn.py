@@ -31,7 +31,7 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "grad_clip": 0.5,
     "patience": 10,         # epochs without a better validation loss before stopping
     "infer_batch": 4096,    # programs per scoring step
-    "infer_rows": 8192,     # padded rows (programs x sequence length) per scoring step
+    "infer_rows": 4096,     # padded rows (programs x sequence length) per scoring step
     "seed": 0,
 }
 

@@ -1,0 +1,82 @@
+"""Scoring (and training) throughput of the neural cost models on CPU threads.
+
+Synthetic programs of realistic size (2-10 per-store rows, 30-60 trace tokens per program);
+untrained weights (speed does not depend on them). Scoring is ``model.predict`` end to end
+(validation, batching, forward); best of ``--repeats`` wall-clock runs, plus the same in
+process CPU time, which is what a loaded machine cannot take away from us.
+
+    .venv/bin/python benchmarks/model_throughput.py [--threads 2] [--programs 20000]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+import torch
+
+from tcl.models.mamba import MambaModel
+from tcl.models.mlp import TenSetMLP
+from tcl.models.nn import synthetic_programs, take
+from tcl.models.tlp import TLPModel
+
+MODELS = [("mamba (stores, default)", MambaModel, {}),
+          ("mamba tokens", MambaModel, {"inputs": "tokens"}),
+          ("mamba both", MambaModel, {"inputs": "both"}),
+          ("mamba stores, 1 layer", MambaModel, {"n_layers": 1}),
+          ("tenset-mlp", TenSetMLP, {}),
+          ("tlp", TLPModel, {})]
+
+
+def best_of(fn, repeats: int) -> tuple[float, float]:
+    """(best wall seconds, best process CPU seconds) over ``repeats`` runs after a warm-up."""
+    fn()
+    wall = cpu = float("inf")
+    for _ in range(repeats):
+        w, c = time.perf_counter(), time.process_time()
+        fn()
+        wall, cpu = min(wall, time.perf_counter() - w), min(cpu, time.process_time() - c)
+    return wall, cpu
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--programs", type=int, default=20000)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--train-programs", type=int, default=2048,
+                    help="programs for the one-epoch training-speed measurement (0: skip)")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    ps = synthetic_programs(n_groups=args.programs // 100, per_group=100, seed=1)
+    train = take(ps, np.arange(min(args.train_programs, len(ps))))
+    print(f"torch {torch.__version__}, {args.threads} threads, cpu capability "
+          f"{torch.backends.cpu.get_cpu_capability()}, {os.cpu_count()} cpus, "
+          f"load average {os.getloadavg()[0]:.1f} at start")
+    print(f"{len(ps)} programs: {np.diff(ps.store_offsets).mean():.1f} stores and "
+          f"{np.diff(ps.token_offsets).mean():.1f} tokens per program on average\n")
+    rows = []
+    for name, cls, kw in MODELS:
+        model = cls(device="cpu", **kw)
+        wall, cpu = best_of(lambda: model.predict(ps), args.repeats)
+        train_rate = float("nan")
+        if args.train_programs:
+            model.config["epochs"] = 1
+            t = time.perf_counter()
+            model.fit(train)
+            train_rate = len(train) / (time.perf_counter() - t)
+        rows.append((name, model.n_parameters(), len(ps) / wall, len(ps) / cpu, train_rate))
+    mlp = next(r for r in rows if r[0] == "tenset-mlp")
+    head = (f"{'model':26} {'params':>8} {'score prog/s':>13} {'prog/cpu-s':>11} "
+            f"{'vs mlp':>7} {'train prog/s':>13}")
+    print(head)
+    print("-" * len(head))
+    for name, params, rate, cpu_rate, train_rate in rows:
+        print(f"{name:26} {params:8d} {rate:13,.0f} {cpu_rate:11,.0f} {rate / mlp[2]:6.2f}x "
+              f"{train_rate:13,.0f}")
+    print(f"\nload average {os.getloadavg()[0]:.1f} at end (other processes share these cores)")
+
+
+if __name__ == "__main__":
+    main()
