@@ -36,6 +36,8 @@ def to_table(ps: ProgramSet) -> pa.Table:
         ps = take(ps, order)
 
     def lists(rows: np.ndarray, offsets: np.ndarray) -> pa.ListArray:
+        if offsets[-1] * rows.shape[1] >= 2**31:
+            raise TclError("a stream chunk over 2**31 values: write it in smaller chunks")
         flat = pa.array(rows.reshape(-1), pa.float32())
         return pa.ListArray.from_arrays(pa.array(offsets * rows.shape[1], pa.int32()), flat)
     return pa.Table.from_arrays(
@@ -46,9 +48,9 @@ def to_table(ps: ProgramSet) -> pa.Table:
 
 
 def write_parquet(path: str | Path, chunks: Iterable[ProgramSet], compression: str = "zstd",
-                  row_group_size: int = 65536) -> int:
+                  row_group_size: int = 8192) -> int:
     """Write program sets (each sorted by group on its own; give chunks in group order) to one
-    Parquet file. Returns the number of rows."""
+    Parquet file. Small row groups keep readers' memory small. Returns the number of rows."""
     rows = 0
     with pq.ParquetWriter(str(path), STREAM_SCHEMA, compression=compression,
                           use_dictionary=["group"]) as writer:
@@ -86,7 +88,7 @@ class ParquetStream:
     ``shuffle_buffer`` > 0 yields batches in random order from a window of that many."""
 
     def __init__(self, paths: str | Path | Sequence[str | Path], batch_size: int = 512,
-                 read_rows: int = 8192, shuffle_buffer: int = 0, seed: int = 0) -> None:
+                 read_rows: int = 2048, shuffle_buffer: int = 0, seed: int = 0) -> None:
         self.paths = [Path(p) for p in ([paths] if isinstance(paths, (str, Path)) else paths)]
         missing = [str(p) for p in self.paths if not p.exists()]
         if not self.paths or missing:
