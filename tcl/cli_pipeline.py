@@ -68,6 +68,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--quiet", action="store_true", help="no progress bars")
     s.set_defaults(func=cmd_stage)
 
+    # Shorthands for the stages a user runs by hand; the same calls as `tcl stage NAME`.
+    t = sub.add_parser("train", help="train one model kind on one device (= tcl stage train)")
+    t.add_argument("--device", required=True)
+    t.add_argument("--model", required=True)
+    t.add_argument("--params", default=DEFAULT_FILE)
+    t.set_defaults(func=cmd_stage, name="train", dry_run=False, quiet=False)
+    e = sub.add_parser("evaluate", help="evaluate the trained models on the held-out networks: "
+                                        "Markdown table and PNG chart (= tcl stage evaluate)")
+    e.add_argument("--params", default=DEFAULT_FILE)
+    e.set_defaults(func=cmd_stage, name="evaluate", device=None, model=None, dry_run=False,
+                   quiet=False)
+
     p = sub.add_parser("params", help="validate a params file and summarize it")
     p.add_argument("--params", default=DEFAULT_FILE, help="params file (default: params.yaml)")
     p.set_defaults(func=cmd_params)
