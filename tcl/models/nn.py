@@ -246,9 +246,10 @@ class NeuralCostModel(CostModel):
         if self.config["loss"] not in LOSSES:
             raise TclError(f"loss must be one of {sorted(LOSSES)}, not {self.config['loss']!r}")
         self.device = _device(device)
-        torch.manual_seed(self.config["seed"])
-        self.net = self.build(self.config, self.device).to(self.device)
-        self._scaled = False
+        with torch.random.fork_rng(devices=[]):   # seeded init without touching the caller's RNG
+            torch.manual_seed(self.config["seed"])
+            self.net = self.build(self.config, self.device).to(self.device)
+        self._scaled = False   # input scales come from the first training data, then stay
 
     @abstractmethod
     def build(self, config: dict[str, Any], device: torch.device) -> CostNet: ...
@@ -261,8 +262,9 @@ class NeuralCostModel(CostModel):
         check_programs(train, True, "training set")
         if valid is not None:
             check_programs(valid, True, "validation set")
-        self.net.fit_scales(train)
-        self._scaled = True
+        if not self._scaled:   # a trained or loaded model keeps reading inputs the same way
+            self.net.fit_scales(train)
+            self._scaled = True
         rng = np.random.default_rng(self.config["seed"])
 
         def epoch() -> Iterator[Batch]:
@@ -274,7 +276,8 @@ class NeuralCostModel(CostModel):
                    valid: ProgramSet | None = None) -> "NeuralCostModel":
         """Train on batches read one at a time (e.g. ``tcl.models.stream.ParquetStream``), so
         memory stays bounded. Input scales come from the first batch unless already set (by an
-        earlier fit or a loaded model). Each batch is one training step: keep groups whole."""
+        earlier fit or a loaded model). Each batch is one training step: keep groups whole.
+        ``batches`` must be re-iterable (like ParquetStream) when ``epochs`` > 1."""
         if epochs > 1 and iter(batches) is batches:
             raise TclError("fit_stream: a one-shot iterator cannot be read for more than one "
                            "epoch; pass a re-iterable such as ParquetStream")

@@ -130,7 +130,8 @@ class ParquetStream:
 
     def _chunks(self, path: Path) -> Iterator[ProgramSet]:
         try:
-            file = pq.ParquetFile(str(path))
+            # pre_buffer=False: with pre-buffering, iter_batches keeps every row group it read
+            file = pq.ParquetFile(str(path), pre_buffer=False)
         except (OSError, pa.ArrowInvalid) as e:
             raise TclError(f"stream file {path} is not readable Parquet: {e}") from None
         names = set(file.schema_arrow.names)
