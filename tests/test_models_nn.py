@@ -74,10 +74,31 @@ def test_scores_do_not_depend_on_batch_companions(fitted, data):
         np.testing.assert_allclose(part, whole[5:40], rtol=1e-4, atol=1e-4)
 
 
+def test_programs_without_stores_or_tokens_score(fitted, data):
+    """MetaSchedule gives some programs no per-store rows; traces may have no tokens."""
+    some = take(data[1], np.arange(6))
+    empty = ProgramSet(some.program_ids, some.group, some.per_store[:0], np.zeros(7, np.int64),
+                       some.tokens[:0], np.zeros(7, np.int64))
+    for model in fitted.values():
+        assert np.isfinite(model.predict(empty)).all()
+
+
 def test_mamba_inputs_both_and_pointwise_loss(data):
     model = MambaModel(device="cpu", inputs="both", d_model=16, n_layers=1, max_tokens=8,
                        loss="mse", epochs=1).fit(data[0])
     assert np.isfinite(model.predict(data[1])).all()
+
+
+def test_trained_model_keeps_its_input_scales(fitted, data, tmp_path):
+    """Fine-tuning (new device, distillation) must read inputs as the first training did."""
+    fitted["tenset-mlp"].save(tmp_path / "m.pt")
+    model = TenSetMLP.load(tmp_path / "m.pt", device="cpu")
+    before = model.net.store_scale.clone()
+    shifted = take(data[1], np.arange(48))
+    shifted.per_store[:] *= 3
+    model.config["epochs"] = 1
+    model.fit(shifted)
+    assert torch.equal(model.net.store_scale, before)
 
 
 def test_load_rejects_other_kind_version_and_garbage(fitted, tmp_path):

@@ -5,7 +5,7 @@ Each block's mixer has exactly the parameters of ``mamba_ssm.modules.mamba_simpl
 (``in_proj``, ``conv1d``, ``x_proj``, ``dt_proj``, ``A_log``, ``D``, ``out_proj``, same shapes and
 initialization), so a state dict trained with the CUDA kernels loads into the CPU path and back.
 The CPU path is plain PyTorch with a scan written for short sequences: a loop over positions on
-batched (L, B, d_inner, d_state) tensors, in place when no gradient is needed.
+batched (L, B, d_state, d_inner) tensors, in place when no gradient is needed.
 """
 from __future__ import annotations
 
@@ -178,7 +178,7 @@ class MambaNet(CostNet):
             prog.append(b.token_prog)
             pos.append(b.token_pos + lengths[b.token_prog])
             lengths = lengths + b.n_tokens
-        length = int(lengths.max())
+        length = max(int(lengths.max()), 1)   # programs without rows pool to zeros
         rows = torch.cat(rows)
         x = rows.new_zeros(length, b.n, rows.shape[1])     # time-major, zero right padding
         x[torch.cat(pos), torch.cat(prog)] = rows
