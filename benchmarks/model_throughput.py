@@ -9,17 +9,22 @@ process CPU time, which is what a loaded machine cannot take away from us.
 """
 from __future__ import annotations
 
-import argparse
 import os
-import time
 
-import numpy as np
-import torch
+# Shared cores: OpenMP threads that spin while a peer is descheduled make 2 threads slower than
+# 1 (measured: 5-10x on a loaded machine); passive waiting avoids that. Set before torch loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from tcl.models.mamba import MambaModel
-from tcl.models.mlp import TenSetMLP
-from tcl.models.nn import synthetic_programs, take
-from tcl.models.tlp import TLPModel
+import argparse  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from tcl.models.mamba import MambaModel  # noqa: E402
+from tcl.models.mlp import TenSetMLP  # noqa: E402
+from tcl.models.nn import synthetic_programs, take  # noqa: E402
+from tcl.models.tlp import TLPModel  # noqa: E402
 
 MODELS = [("mamba (stores, default)", MambaModel, {}),
           ("mamba tokens", MambaModel, {"inputs": "tokens"}),
@@ -52,8 +57,8 @@ def main() -> None:
     ps = synthetic_programs(n_groups=args.programs // 100, per_group=100, seed=1)
     train = take(ps, np.arange(min(args.train_programs, len(ps))))
     print(f"torch {torch.__version__}, {args.threads} threads, cpu capability "
-          f"{torch.backends.cpu.get_cpu_capability()}, {os.cpu_count()} cpus, "
-          f"load average {os.getloadavg()[0]:.1f} at start")
+          f"{torch.backends.cpu.get_cpu_capability()}, {os.cpu_count()} cpus, OMP_WAIT_POLICY "
+          f"{os.environ['OMP_WAIT_POLICY']}, load average {os.getloadavg()[0]:.1f} at start")
     print(f"{len(ps)} programs: {np.diff(ps.store_offsets).mean():.1f} stores and "
           f"{np.diff(ps.token_offsets).mean():.1f} tokens per program on average\n")
     rows = []

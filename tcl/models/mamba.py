@@ -52,11 +52,12 @@ def selective_scan(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D:
     a2 = A.T * LOG2E                                    # exp(x) = exp2(x log2 e); exp2 is cheaper
     du = (delta * u).unsqueeze(2)
     if torch.is_grad_enabled() and (du.requires_grad or a2.requires_grad):
-        decay = (delta.unsqueeze(2) * a2).exp2()
-        h = du * B.unsqueeze(-1)
-        states = [h[0]]
-        for t in range(1, h.shape[0]):
-            states.append(torch.addcmul(h[t], decay[t], states[-1]))
+        # unbind, not h[t]: each indexing op's backward would write a zero-filled full tensor
+        decay = (delta.unsqueeze(2) * a2).exp2().unbind(0)
+        inputs = (du * B.unsqueeze(-1)).unbind(0)
+        states = [inputs[0]]
+        for t in range(1, len(inputs)):
+            states.append(torch.addcmul(inputs[t], decay[t], states[-1]))
         h = torch.stack(states)
     else:
         shape = (*u.shape[:2], A.shape[1], A.shape[0])
