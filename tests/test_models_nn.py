@@ -85,8 +85,9 @@ def test_programs_without_stores_or_tokens_score(fitted, data):
 
 def test_mamba_inputs_both_and_pointwise_loss(data):
     model = MambaModel(device="cpu", inputs="both", d_model=16, n_layers=1, max_tokens=8,
-                       loss="mse", epochs=1).fit(data[0])
+                       loss="mse", epochs=3, patience=1).fit(data[0], valid=data[1])
     assert np.isfinite(model.predict(data[1])).all()
+    assert model.loss(data[1]) < 1.0
 
 
 def test_trained_model_keeps_its_input_scales(fitted, data, tmp_path):
