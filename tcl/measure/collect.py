@@ -78,7 +78,8 @@ def _classify(error: str) -> str:
 def measured_throughput(store: RecordStore, device: str) -> float:
     """Records per second of earlier collections on this device, from their timestamps.
 
-    Gaps over a minute between consecutive records are idle time between runs, not work.
+    Gaps over 10 minutes between consecutive records are idle time between runs, not work
+    (records arrive a batch at a time, a minute or more apart).
     """
     try:
         times = store.read(device, columns=["measured_at"])["measured_at"].sort()
@@ -87,7 +88,7 @@ def measured_throughput(store: RecordStore, device: str) -> float:
     if len(times) < 100:
         return DEFAULT_RECORDS_PER_SEC
     gaps = times.diff().dt.total_seconds(fractional=True).drop_nulls()
-    busy = float(gaps.filter(gaps < 60).sum())
+    busy = float(gaps.filter(gaps < 600).sum())
     return len(times) / busy if busy > 0 else DEFAULT_RECORDS_PER_SEC
 
 
