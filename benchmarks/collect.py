@@ -20,6 +20,7 @@ from pathlib import Path
 from tcl.cli import _zoo_tasks
 from tcl.config import Paths
 from tcl.device import DeviceRegistry, host_cpu_model
+from tcl.measure.builder import local_builder
 from tcl.measure.collect import collect
 from tcl.sampling import candidates_file
 
@@ -30,11 +31,14 @@ def run(zoo: Paths, device_name: str, tasks, n: int, batch: int, stock: bool):
         paths = Paths(Path(tmp))
         # A copy of the zoo's candidates: both variants measure the same programs.
         shutil.copytree(zoo.candidates_dir, paths.candidates_dir)
-        builder = None
+        # A long build timeout for both: under load the stock worker's import alone can pass
+        # LocalBuilder's default 30 s, and every program would then fail as a timeout.
         if stock:
             from tcl.tvm_compat import meta_schedule
 
-            builder = meta_schedule().builder.LocalBuilder()
+            builder = meta_schedule().builder.LocalBuilder(timeout_sec=300)
+        else:
+            builder = local_builder(timeout_sec=300)
         return collect(paths, device, tasks, n, batch_size=batch, progress=False, builder=builder)
 
 
