@@ -6,6 +6,7 @@ untrained weights (speed does not depend on them). Scoring is ``model.predict`` 
 process CPU time, which is what a loaded machine cannot take away from us.
 
     .venv/bin/python benchmarks/model_throughput.py [--threads 2] [--programs 20000]
+        [--data DATA_ROOT --device cpu-avx2]   # also real featurized programs
 """
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
 import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from tcl.models.base import ProgramSet  # noqa: E402
 from tcl.models.mamba import MambaModel  # noqa: E402
 from tcl.models.mlp import TenSetMLP  # noqa: E402
 from tcl.models.nn import synthetic_programs, take  # noqa: E402
@@ -34,40 +37,34 @@ MODELS = [("mamba (stores, default)", MambaModel, {}),
           ("tlp", TLPModel, {})]
 
 
-def best_of(fn, repeats: int) -> tuple[float, float]:
-    """(best wall seconds, best process CPU seconds) over ``repeats`` runs after a warm-up."""
-    fn()
+def best_of(fn, warmup, repeats: int, budget_s: float = 15.0) -> tuple[float, float]:
+    """(best wall seconds, best process CPU seconds) over up to ``repeats`` runs (fewer when a
+    run is slow) after a warm-up."""
+    warmup()
     wall = cpu = float("inf")
-    for _ in range(repeats):
+    start, runs = time.perf_counter(), 0
+    while runs < repeats and (runs == 0 or time.perf_counter() - start < budget_s):
         w, c = time.perf_counter(), time.process_time()
         fn()
         wall, cpu = min(wall, time.perf_counter() - w), min(cpu, time.process_time() - c)
+        runs += 1
     return wall, cpu
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--programs", type=int, default=20000)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--train-programs", type=int, default=2048,
-                    help="programs for the one-epoch training-speed measurement (0: skip)")
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    ps = synthetic_programs(n_groups=args.programs // 100, per_group=100, seed=1)
+def table(ps: ProgramSet, args: argparse.Namespace) -> None:
     train = take(ps, np.arange(min(args.train_programs, len(ps))))
-    print(f"torch {torch.__version__}, {args.threads} threads, cpu capability "
-          f"{torch.backends.cpu.get_cpu_capability()}, {os.cpu_count()} cpus, OMP_WAIT_POLICY "
-          f"{os.environ['OMP_WAIT_POLICY']}, load average {os.getloadavg()[0]:.1f} at start")
-    print(f"{len(ps)} programs: {np.diff(ps.store_offsets).mean():.1f} stores and "
-          f"{np.diff(ps.token_offsets).mean():.1f} tokens per program on average\n")
+    print(f"{len(ps)} programs: {np.diff(ps.store_offsets).mean():.1f} stores "
+          f"(max {np.diff(ps.store_offsets).max()}) and {np.diff(ps.token_offsets).mean():.1f} "
+          f"tokens per program on average\n")
     rows = []
     for name, cls, kw in MODELS:
         model = cls(device="cpu", **kw)
-        wall, cpu = best_of(lambda: model.predict(ps), args.repeats)
+        wall, cpu = best_of(lambda: model.predict(ps), lambda: model.predict(train),
+                            args.repeats)
         train_rate = float("nan")
         if args.train_programs:
             model.config["epochs"] = 1
+            model.fit(take(train, np.arange(min(256, len(train)))))   # warm-up
             t = time.perf_counter()
             model.fit(train)
             train_rate = len(train) / (time.perf_counter() - t)
@@ -80,7 +77,34 @@ def main() -> None:
     for name, params, rate, cpu_rate, train_rate in rows:
         print(f"{name:26} {params:8d} {rate:13,.0f} {cpu_rate:11,.0f} {rate / mlp[2]:6.2f}x "
               f"{train_rate:13,.0f}")
-    print(f"\nload average {os.getloadavg()[0]:.1f} at end (other processes share these cores)")
+    print(f"load average {os.getloadavg()[0]:.1f} at end (other processes share these cores)\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--programs", type=int, default=20000)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--train-programs", type=int, default=2048,
+                    help="programs for the one-epoch training-speed measurement (0: skip)")
+    ap.add_argument("--data", help="also measure a data root's featurized, measured programs "
+                                   "(repeated up to --programs)")
+    ap.add_argument("--device", default="cpu-avx2", help="the device whose records --data reads")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {args.threads} threads, cpu capability "
+          f"{torch.backends.cpu.get_cpu_capability()}, {os.cpu_count()} cpus, OMP_WAIT_POLICY "
+          f"{os.environ['OMP_WAIT_POLICY']}, load average {os.getloadavg()[0]:.1f} at start\n")
+    print("== synthetic programs (2-10 per-store rows, 30-60 tokens) ==")
+    table(synthetic_programs(n_groups=args.programs // 100, per_group=100, seed=1), args)
+    if args.data:
+        from tcl.config import Paths
+        from tcl.dataset import load_program_set
+
+        real = load_program_set(Paths(Path(args.data)), args.device)
+        print(f"== measured programs of {args.device} in {args.data} "
+              f"({len(real)} distinct, repeated) ==")
+        table(take(real, np.resize(np.arange(len(real)), args.programs)), args)
 
 
 if __name__ == "__main__":
