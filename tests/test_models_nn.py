@@ -206,7 +206,8 @@ def reference_scan(u, delta, A, B, C, D):
     h = torch.zeros(u.shape[0], u.shape[1], A.shape[1])
     ys = []
     for t in range(u.shape[2]):
-        h = torch.exp(delta[:, :, t, None] * A) * h + delta[:, :, t, None] * B[:, None, :, t] * u[:, :, t, None]
+        dt = delta[:, :, t, None]
+        h = torch.exp(dt * A) * h + dt * B[:, None, :, t] * u[:, :, t, None]
         ys.append((h * C[:, None, :, t]).sum(-1))
     return torch.stack(ys, 2) + u * D[:, None]
 

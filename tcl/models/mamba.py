@@ -84,7 +84,7 @@ class MambaMixer(nn.Module):
         self.x_proj = nn.Linear(self.d_inner, self.dt_rank + 2 * d_state, bias=False)
         self.dt_proj = nn.Linear(self.dt_rank, self.d_inner, bias=True)
         self.out_proj = nn.Linear(self.d_inner, d_model, bias=False)
-        # Mamba's dt init: weight ~ U(+-dt_rank^-0.5); softplus(bias) log-uniform in [dt_min, dt_max]
+        # Mamba's dt init: weight ~ U(+-dt_rank^-0.5), softplus(bias) log-uniform in [min, max]
         std = self.dt_rank ** -0.5
         nn.init.uniform_(self.dt_proj.weight, -std, std)
         dt = torch.exp(torch.rand(self.d_inner) * (math.log(dt_max) - math.log(dt_min))

@@ -1,8 +1,9 @@
 """What the neural cost models share: batching, the LambdaRank and pointwise losses, one training
 loop (in memory or streamed), prediction and the single-file save format.
 
-A model is a ``CostNet`` (the network: reads a ``Batch``, returns one score per program) wrapped in a
-``NeuralCostModel`` (the ``CostModel`` interface). Subclasses only say how to build their net.
+A model is a ``CostNet`` (the network: reads a ``Batch``, returns one score per program)
+wrapped in a ``NeuralCostModel`` (the ``CostModel`` interface). Subclasses only say how to build
+their net.
 """
 from __future__ import annotations
 
@@ -139,7 +140,8 @@ def lambdarank_loss(scores: Tensor, labels: Tensor, group: Tensor, sigma: float 
     ideal = torch.sort(gain, dim=1, descending=True).values
     max_dcg = (ideal * inv_d).sum(1, keepdim=True).clamp(min=1e-10)
     g_norm = gain / max_dcg
-    weight = (inv_d[:, None] - inv_d[None, :]).abs() * (g_norm[:, :, None] - g_norm[:, None, :]).abs()
+    weight = ((inv_d[:, None] - inv_d[None, :]).abs()
+              * (g_norm[:, :, None] - g_norm[:, None, :]).abs())
     pairs = valid[:, :, None] & valid[:, None, :] & (y[:, :, None] > y[:, None, :])
     diff = s[:, :, None] - s[:, None, :]
     losses = -weight * F.logsigmoid(sigma * diff) / math.log(2.0)
@@ -184,13 +186,15 @@ class CostNet(nn.Module):
         if "stores" in self.needs:
             rows, prog, pos, lengths = ragged_rows(ps.store_offsets, index, self.max_stores)
             b.stores = t(ps.per_store[rows]) * self.store_scale
-            b.store_prog, b.store_pos, b.n_stores = (t(a, torch.int64) for a in (prog, pos, lengths))
+            b.store_prog, b.store_pos, b.n_stores = (t(a, torch.int64)
+                                                     for a in (prog, pos, lengths))
         if "tokens" in self.needs:
             rows, prog, pos, lengths = ragged_rows(ps.token_offsets, index, self.max_tokens)
             tok = ps.tokens[rows]
             b.token_ids = t(tok[:, 0], torch.int64)
             b.token_vals = t(tok[:, 1:]) * self.token_scale
-            b.token_prog, b.token_pos, b.n_tokens = (t(a, torch.int64) for a in (prog, pos, lengths))
+            b.token_prog, b.token_pos, b.n_tokens = (t(a, torch.int64)
+                                                     for a in (prog, pos, lengths))
         return b
 
     def fit_scales(self, ps: ProgramSet) -> None:
@@ -377,7 +381,8 @@ class NeuralCostModel(CostModel):
             raise TclError(f"model file {path} does not exist") from None
         except Exception as e:  # noqa: BLE001 - any unreadable file is a user error here
             raise TclError(f"model file {path} is not a readable tcl model file: {e}") from None
-        if not isinstance(blob, dict) or not {"kind", "version", "config", "state_dict"} <= set(blob):
+        if not isinstance(blob, dict) or \
+                not {"kind", "version", "config", "state_dict"} <= set(blob):
             raise TclError(f"model file {path} is not a tcl model file "
                            "(expected kind, version, config and state_dict)")
         if blob["kind"] != cls.kind or blob["version"] != cls.version:

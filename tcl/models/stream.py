@@ -1,10 +1,10 @@
 """Training batches streamed from Parquet, so memory stays bounded whatever the dataset size.
 
-A stream file has one row per program: ``group`` (int64; or a ``task``/``task_id`` string), ``label``
-(float32), ``n_stores``, ``per_store`` (list<float32>, row-major n_stores x 164), ``n_tokens``,
-``tokens`` (list<float32>, row-major n_tokens x TOKEN_WIDTH). Rows are sorted by group when written,
-so a group's programs are contiguous and a batch can keep whole groups together (LambdaRank
-compares programs within a group); a group larger than the batch is split.
+A stream file has one row per program: ``group`` (int64; or a ``task``/``task_id`` string),
+``label`` (float32), ``n_stores``, ``per_store`` (list<float32>, row-major n_stores x 164),
+``n_tokens``, ``tokens`` (list<float32>, row-major n_tokens x TOKEN_WIDTH). Rows are sorted by
+group when written, so a group's programs are contiguous and a batch can keep whole groups
+together (LambdaRank compares programs within a group); a group larger than the batch is split.
 """
 from __future__ import annotations
 
