@@ -47,8 +47,8 @@ def write(path: str, rows: int, chunk: int) -> dict:
             yield part if left >= chunk else take(part, np.arange(left))
     t = time.perf_counter()
     written = write_parquet(path, chunks(), row_group_size=8192)
-    return {"rows": written, "logical_mb": logical / 2**20, "file_mb": os.path.getsize(path) / 2**20,
-            "write_s": time.perf_counter() - t}
+    return {"rows": written, "logical_mb": logical / 2**20,
+            "file_mb": os.path.getsize(path) / 2**20, "write_s": time.perf_counter() - t}
 
 
 class Subsample:
@@ -108,8 +108,9 @@ def main() -> None:
     print(f"Parquet files in {tmp}; threads {args.threads}; training step on every "
           f"{args.train_every}th batch of 512 programs; OMP_WAIT_POLICY "
           f"{os.environ['OMP_WAIT_POLICY']}; load average {os.getloadavg()[0]:.1f}\n")
-    head = (f"{'rows':>11} {'parquet MB':>11} {'in-memory MB':>13} {'write s':>8} {'read+train s':>13} "
-            f"{'rows/s':>8} {'steps':>6} {'RSS import MB':>14} {'peak RSS MB':>12} {'RSS/parquet':>12}")
+    head = (f"{'rows':>11} {'parquet MB':>11} {'in-memory MB':>13} {'write s':>8} "
+            f"{'read+train s':>13} {'rows/s':>8} {'steps':>6} {'RSS import MB':>14} "
+            f"{'peak RSS MB':>12} {'RSS/parquet':>12}")
     lines = [head, "-" * len(head)]
     try:
         for rows in args.rows:
