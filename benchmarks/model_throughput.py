@@ -26,7 +26,7 @@ import torch  # noqa: E402
 from tcl.models.base import ProgramSet  # noqa: E402
 from tcl.models.mamba import MambaModel  # noqa: E402
 from tcl.models.mlp import TenSetMLP  # noqa: E402
-from tcl.models.nn import synthetic_programs, take  # noqa: E402
+from tcl.models.nn import synthetic_programs  # noqa: E402
 from tcl.models.tlp import TLPModel  # noqa: E402
 
 MODELS = [("mamba (stores, default)", MambaModel, {}),
@@ -52,7 +52,7 @@ def best_of(fn, warmup, repeats: int, budget_s: float = 15.0) -> tuple[float, fl
 
 
 def table(ps: ProgramSet, args: argparse.Namespace) -> None:
-    train = take(ps, np.arange(min(args.train_programs, len(ps))))
+    train = ps.subset(np.arange(min(args.train_programs, len(ps))))
     print(f"{len(ps)} programs: {np.diff(ps.store_offsets).mean():.1f} stores "
           f"(max {np.diff(ps.store_offsets).max()}) and {np.diff(ps.token_offsets).mean():.1f} "
           f"tokens per program on average\n")
@@ -64,7 +64,7 @@ def table(ps: ProgramSet, args: argparse.Namespace) -> None:
         train_rate = float("nan")
         if args.train_programs:
             model.config["epochs"] = 1
-            model.fit(take(train, np.arange(min(256, len(train)))))   # warm-up
+            model.fit(train.subset(np.arange(min(256, len(train)))))   # warm-up
             t = time.perf_counter()
             model.fit(train)
             train_rate = len(train) / (time.perf_counter() - t)
@@ -104,7 +104,7 @@ def main() -> None:
         real = load_program_set(Paths(Path(args.data)), args.device)
         print(f"== measured programs of {args.device} in {args.data} "
               f"({len(real)} distinct, repeated) ==")
-        table(take(real, np.resize(np.arange(len(real)), args.programs)), args)
+        table(real.subset(np.resize(np.arange(len(real)), args.programs)), args)
 
 
 if __name__ == "__main__":

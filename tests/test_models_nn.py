@@ -11,7 +11,7 @@ from tcl.config import TclError
 from tcl.models.base import ProgramSet
 from tcl.models.mamba import MambaMixer, MambaModel, selective_scan
 from tcl.models.mlp import TenSetMLP
-from tcl.models.nn import group_batches, lambdarank_loss, synthetic_programs, take
+from tcl.models.nn import group_batches, lambdarank_loss, synthetic_programs
 from tcl.models.stream import ParquetStream, write_parquet
 from tcl.models.tlp import TLPModel
 
@@ -69,14 +69,14 @@ def test_scores_do_not_depend_on_batch_companions(fitted, data):
     for model in fitted.values():
         whole = model.predict(test)
         model.config["infer_rows"] = 7           # tiny scoring batches
-        part = model.predict(take(test, np.arange(5, 40)))
+        part = model.predict(test.subset(np.arange(5, 40)))
         model.config["infer_rows"] = 8192
         np.testing.assert_allclose(part, whole[5:40], rtol=1e-4, atol=1e-4)
 
 
 def test_programs_without_stores_or_tokens_score(fitted, data):
     """MetaSchedule gives some programs no per-store rows; traces may have no tokens."""
-    some = take(data[1], np.arange(6))
+    some = data[1].subset(np.arange(6))
     empty = ProgramSet(some.program_ids, some.group, some.per_store[:0], np.zeros(7, np.int64),
                        some.tokens[:0], np.zeros(7, np.int64))
     for model in fitted.values():
@@ -95,7 +95,7 @@ def test_trained_model_keeps_its_input_scales(fitted, data, tmp_path):
     fitted["tenset-mlp"].save(tmp_path / "m.pt")
     model = TenSetMLP.load(tmp_path / "m.pt", device="cpu")
     before = model.net.store_scale.clone()
-    shifted = take(data[1], np.arange(48))
+    shifted = data[1].subset(np.arange(48))
     shifted.per_store[:] *= 3
     model.config["epochs"] = 1
     model.fit(shifted)
@@ -134,12 +134,12 @@ def test_bad_inputs_raise_tcl_error(data):
     with pytest.raises(TclError, match="trace tokens"):
         model.predict(wide)
     with pytest.raises(TclError, match="empty"):
-        model.fit(take(train, np.arange(0)))
+        model.fit(train.subset(np.arange(0)))
     with pytest.raises(TclError, match="labels"):
         model.fit(ProgramSet(*[getattr(train, f) for f in
                                ("program_ids", "group", "per_store", "store_offsets", "tokens",
                                 "token_offsets")]))
-    bad_ids = take(train, np.arange(10))
+    bad_ids = train.subset(np.arange(10))
     bad_ids.tokens[0, 0] = 1e6
     with pytest.raises(TclError, match="vocabulary"):
         model.predict(bad_ids)
@@ -270,7 +270,7 @@ def test_parquet_stream_keeps_groups_and_trains(data, tmp_path):
     train = data[0]
     half = len(train) // 2 + 5                     # a group straddles the two chunks
     path = tmp_path / "train.parquet"
-    write_parquet(path, [take(train, np.arange(half)), take(train, np.arange(half, len(train)))],
+    write_parquet(path, [train.subset(np.arange(half)), train.subset(np.arange(half, len(train)))],
                   row_group_size=100)
     stream = ParquetStream(path, batch_size=60, read_rows=50)
     batches = list(stream)

@@ -67,11 +67,11 @@ class ProgramSet:
         index = np.asarray(index, dtype=np.int64)
 
         def take(rows: np.ndarray, off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            lengths = off[index + 1] - off[index]
+            starts = off[index]
+            lengths = off[index + 1] - starts
             new_off = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-            if len(index) == 0:
-                return rows[:0], new_off
-            gather = np.concatenate([np.arange(off[i], off[i + 1]) for i in index])
+            # Row ids of each picked program's range, without a per-program Python loop.
+            gather = np.repeat(starts - new_off[:-1], lengths) + np.arange(new_off[-1])
             return rows[gather], new_off
 
         per_store, store_off = take(self.per_store, self.store_offsets)

@@ -80,18 +80,6 @@ def ragged_rows(offsets: np.ndarray, index: np.ndarray, cap: int
     return starts[prog] + pos, prog, pos, lengths
 
 
-def take(ps: ProgramSet, index: np.ndarray) -> ProgramSet:
-    """``ps.subset(index)``, vectorized (no per-program Python loop)."""
-    index = np.asarray(index, dtype=np.int64)
-    parts = []
-    for rows, offsets in ((ps.per_store, ps.store_offsets), (ps.tokens, ps.token_offsets)):
-        gather, _, _, lengths = ragged_rows(offsets, index, 1 << 62)
-        parts += [rows[gather], np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)]
-    pick = lambda a: None if a is None else a[index]  # noqa: E731
-    return ProgramSet(ps.program_ids[index], ps.group[index], *parts, pick(ps.labels),
-                      pick(ps.task_ids), pick(ps.latency))
-
-
 def group_batches(group: np.ndarray, size: int, rng: np.random.Generator | None = None
                   ) -> list[np.ndarray]:
     """Program indices in batches of at most ``size`` that keep each group whole where it fits

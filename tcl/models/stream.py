@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from ..config import TclError
 from ..features import TOKEN_WIDTH
 from .base import PER_STORE_WIDTH, ProgramSet
-from .nn import group_batches, take
+from .nn import group_batches
 
 STREAM_SCHEMA = pa.schema([("group", pa.int64()), ("label", pa.float32()),
                            ("n_stores", pa.int32()), ("per_store", pa.list_(pa.float32())),
@@ -33,7 +33,7 @@ def to_table(ps: ProgramSet) -> pa.Table:
         raise TclError("stream rows need labels")
     order = np.argsort(ps.group, kind="stable")
     if not np.array_equal(order, np.arange(len(ps))):
-        ps = take(ps, order)
+        ps = ps.subset(order)
 
     def lists(rows: np.ndarray, offsets: np.ndarray) -> pa.ListArray:
         if offsets[-1] * rows.shape[1] >= 2**31:
@@ -121,12 +121,12 @@ class ParquetStream:
                     continue
                 keep = keep or len(ps)
                 for index in group_batches(ps.group[:keep], self.batch_size):
-                    yield take(ps, index) if len(index) < len(ps) else ps
-                pending = [take(ps, np.arange(keep, len(ps)))] if keep < len(ps) else []
+                    yield ps.subset(index) if len(index) < len(ps) else ps
+                pending = [ps.subset(np.arange(keep, len(ps)))] if keep < len(ps) else []
         if pending:
             tail = _concat(pending)
             for index in group_batches(tail.group, self.batch_size):
-                yield take(tail, index)
+                yield tail.subset(index)
 
     def _chunks(self, path: Path) -> Iterator[ProgramSet]:
         try:
