@@ -161,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--device", required=True)
     c.add_argument("--programs-per-task", type=int, default=32)
     c.add_argument("--split", choices=["all", "train", "holdout"], default="all")
-    c.add_argument("--max-tasks", type=int, help="only the N heaviest tasks of each split")
+    c.add_argument("--max-tasks", type=int,
+                   help="only N tasks of each split (stratified by operator class)")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--batch-size", type=int, default=64)
     c.add_argument("--dry-run", action="store_true", help="print the plan and estimated time")

@@ -27,8 +27,8 @@ class ZooParams:
 @dataclass(frozen=True)
 class SampleParams:
     programs_per_task: int      # candidates sampled, and measured on every device, per task
-    max_train_tasks: int | None    # only the N heaviest training tasks (None: all)
-    max_holdout_tasks: int | None  # only the N heaviest held-out tasks (None: all)
+    max_train_tasks: int | None    # N training tasks, stratified by operator class (None: all)
+    max_holdout_tasks: int | None  # N held-out tasks, stratified the same way (None: all)
     seed: int
 
 

@@ -107,3 +107,28 @@ def test_build_zoo_is_incremental(zoo, monkeypatch, capsys):
     assert not bert["holdout"].any()
     classes = set(more_tasks.filter(more_tasks["task_id"].is_in(bert["task_id"].to_list()))["op_class"])
     assert {"dense", "batch_matmul", "softmax", "norm", "injective"} <= classes
+
+
+def test_class_quotas_cover_every_class_and_respect_sizes():
+    counts = {"dense": 4, "conv": 100, "softmax": 1, "injective": 49}
+    q = extract.class_quotas(counts, 20)
+    assert sum(q.values()) == 20 and all(q[c] >= 1 for c in counts)
+    assert q["softmax"] == 1 and q["conv"] > q["injective"] > q["dense"]
+    assert q["conv"] < 20 * 100 / 154  # square-root shares: below the proportional share
+    assert extract.class_quotas(counts, 2) == {"dense": 1, "conv": 1, "softmax": 0, "injective": 0}
+    assert extract.class_quotas(counts, 1000) == counts  # never more than a class has
+
+
+def test_capped_selection_is_stratified_heaviest_first_within_a_class(zoo):
+    paths, _, tasks, nets = zoo
+    keys = ["resnet18-b1-32", "resnet50-b1-32"]
+    every = extract.select_tasks(paths, keys)
+    assert len(every) == len(tasks) and every["holdout"].all()
+    assert every["weight"].is_sorted(descending=True)
+    assert every.head(1).equals(extract.select_tasks(paths, keys, max_holdout=1))
+    n_classes = every["op_class"].n_unique()
+    capped = extract.select_tasks(paths, keys, max_holdout=n_classes + 2)
+    assert len(capped) == n_classes + 2 and capped["op_class"].n_unique() == n_classes
+    for (cls,), group in capped.group_by(["op_class"]):  # each class: its heaviest tasks
+        heaviest = every.filter(every["op_class"] == cls).head(len(group))
+        assert set(group["task_id"]) == set(heaviest["task_id"])

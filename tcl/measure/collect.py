@@ -103,7 +103,9 @@ def plan(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task: i
         done = store.record_ids(device.name, row["task_id"])
         measured = sum(record_id(device.identity, row["task_id"], t) in done
                        for t in cands["trace_json"])
-        todo.append(programs_per_task - measured)
+        # A task whose design space ran out when sampled has fewer candidates than asked for.
+        exhausted = len(cands) and int(cands["requested"].max()) >= programs_per_task
+        todo.append((len(cands) if exhausted else programs_per_task) - measured)
     frame = tasks.with_columns(pl.Series("todo", todo, dtype=pl.Int64))
     return Plan(device, frame, programs_per_task, measured_throughput(store, device.name))
 

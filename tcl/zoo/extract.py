@@ -180,10 +180,38 @@ def build_zoo(paths: Paths, networks: list[str] | None = None,
     return tasks, nets
 
 
+def class_quotas(counts: dict[str, int], limit: int) -> dict[str, int]:
+    """How many of ``limit`` tasks each operator class gets: one per class first (in the order
+    of ``counts``: the class of the heaviest task first), the rest in proportion to the square
+    root of the class size, never more than the class has. Proportional shares would leave the few but heavy dense and batch-matmul
+    tasks of transformers almost unsampled; equal shares would spend most picks on tiny classes.
+    """
+    quota = {c: 0 for c in counts}
+    left = min(limit, sum(counts.values()))
+    for c in list(counts)[:left]:
+        quota[c] = 1
+    left -= sum(quota.values())
+    while left > 0:
+        room = [c for c in counts if quota[c] < counts[c]]
+        total = sum(counts[c] ** 0.5 for c in room)
+        share = {c: left * counts[c] ** 0.5 / total for c in room}
+        add = {c: min(int(share[c]), counts[c] - quota[c]) for c in room}
+        if not any(add.values()):  # remainders: one to the class with the largest share
+            add = {max(room, key=lambda c: (share[c], c)): 1}
+        for c, n in add.items():
+            quota[c] += n
+            left -= n
+    return quota
+
+
 def select_tasks(paths: Paths, network_keys: list[str], max_train: int | None = None,
                  max_holdout: int | None = None) -> pl.DataFrame:
     """task_id, task_name, op_class, workload_json, weight, holdout of the networks' tasks,
     heaviest first, at most ``max_train`` / ``max_holdout`` of each split (None: all).
+
+    A capped split is stratified by operator class (``class_quotas``), heaviest first within a
+    class: the heaviest tasks alone are nearly all transformer dense/injective tasks, and a
+    model trained on them has seen almost no convolution.
 
     Held-out tasks are those of any held-out network (even when a training network shares
     them), so no held-out task is ever trained on.
@@ -202,8 +230,8 @@ def select_tasks(paths: Paths, network_keys: list[str], max_train: int | None = 
               FROM networks WHERE network_key IN (SELECT network_key FROM wanted)
               GROUP BY task_id)
             SELECT t.task_id, t.task_name, t.op_class, t.workload_json, s.weight, s.holdout,
-                   row_number() OVER (PARTITION BY s.holdout ORDER BY s.weight DESC, s.task_id)
-                     AS rank
+                   row_number() OVER (PARTITION BY s.holdout, t.op_class
+                                      ORDER BY s.weight DESC, s.task_id) AS rank
             FROM sel s JOIN (SELECT DISTINCT ON (task_id) * FROM tasks) t USING (task_id)
             ORDER BY s.holdout DESC, s.weight DESC, t.task_id""")
     finally:
@@ -211,7 +239,12 @@ def select_tasks(paths: Paths, network_keys: list[str], max_train: int | None = 
     keep = pl.lit(False)
     for holdout, limit in limits.items():
         cond = pl.col("holdout") == holdout
-        keep = keep | (cond if limit is None else cond & (pl.col("rank") <= limit))
+        if limit is not None:
+            counts = dict(frame.filter(cond).group_by("op_class", maintain_order=True)
+                          .len().iter_rows())
+            quota = pl.col("op_class").replace_strict(class_quotas(counts, limit), default=0)
+            cond = cond & (pl.col("rank") <= quota)
+        keep = keep | cond
     frame = frame.filter(keep).drop("rank")
     if frame.is_empty():
         raise TclError(f"no tasks of the selected networks in {paths.zoo_dir}: extract the zoo "
