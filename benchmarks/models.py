@@ -5,7 +5,7 @@ those tasks kept aside for early stopping); test set: its programs of the held-o
 tasks. Reported per device and model: top-1 / top-5 (TenSet, mean over held-out networks),
 pairwise accuracy, parameters (XGB: tree nodes), training seconds, scoring programs/s.
 
-    python benchmarks/models.py --data data --devices avx512-2c,avx2-2c --epochs 10
+    python benchmarks/models.py --data data --devices cpu-avx2,cpu-sse42 --epochs 30 --seeds 0,1,2
     python benchmarks/models.py --synthetic          # plumbing check, no measured data needed
 
 --synthetic draws random features whose latency follows a hidden per-program quality: it checks
@@ -88,6 +88,22 @@ def bench_one(kind: str, params: dict, split) -> dict:
             "n_train": len(train), "n_test": len(test)}
 
 
+def seed_summary(table: pl.DataFrame) -> pl.DataFrame:
+    """Per device and model: mean (std) of the quality columns over seeds, and Mamba's top-1
+    margin over TenSet-MLP per seed where both ran."""
+    quality = ["top1", "top5", "pairwise"]
+    summary = table.group_by("device", "model", maintain_order=True).agg(
+        *[pl.format("{} ({})", pl.col(c).mean().round(3), pl.col(c).std().round(3)).alias(c)
+          for c in quality], pl.col("train_s").mean().round(1))
+    wide = table.pivot(on="model", index=["device", "seed"], values="top1")
+    if {"mamba", "tenset-mlp"} <= set(wide.columns):
+        margin = wide.group_by("device").agg(
+            (pl.col("mamba") - pl.col("tenset-mlp")).mean().round(3).alias("mamba_minus_mlp_top1"),
+            ((pl.col("mamba") - pl.col("tenset-mlp")) > 0).sum().alias("seeds_mamba_ahead"))
+        summary = summary.join(margin, on="device", how="left")
+    return summary
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     src = ap.add_mutually_exclusive_group(required=True)
@@ -99,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(KINDS), help=f"subset of {','.join(KINDS)}")
     ap.add_argument("--epochs", type=int, default=10, help="neural models' epochs")
     ap.add_argument("--xgb-rounds", type=int, default=1000, help="XGB boosting rounds cap")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", default="0", help="comma-separated seeds (validation split and "
+                    "model initialisation); with several, a mean/std table follows")
     ap.add_argument("--out", type=Path, help="also write the table to this Markdown file")
     args = ap.parse_args(argv)
 
@@ -112,21 +129,25 @@ def main(argv: list[str] | None = None) -> int:
         if args.data:
             ap.error("--devices is required with --data")
         devices = ["synthetic"]
+    seeds = [int(s) for s in args.seeds.split(",") if s]
     rows = []
     for i, device in enumerate(devices):
-        split = (synthetic_split(i, args.seed) if args.synthetic
-                 else measured_split(Paths(args.data.resolve()), device, args.seed))
-        for kind in kinds:
-            row = {"device": device, "model": kind}
-            try:
-                row |= bench_one(kind, hyper(kind, args.epochs, args.xgb_rounds, args.seed), split)
-            except TclError as e:  # e.g. a model module not written yet: report, keep going
-                row["error"] = str(e)
-            rows.append(row)
-            print(f"{device} {kind}: {row}", file=sys.stderr, flush=True)
+        for seed in seeds:
+            split = (synthetic_split(i, seed) if args.synthetic
+                     else measured_split(Paths(args.data.resolve()), device, seed))
+            for kind in kinds:
+                row = {"device": device, "model": kind, "seed": seed}
+                try:
+                    row |= bench_one(kind, hyper(kind, args.epochs, args.xgb_rounds, seed), split)
+                except TclError as e:  # e.g. a model module not written yet: report, keep going
+                    row["error"] = str(e)
+                rows.append(row)
+                print(f"{device} {kind}: {row}", file=sys.stderr, flush=True)
     table = pl.DataFrame(rows)
     md = ("Synthetic data: quality numbers mean nothing.\n\n" if args.synthetic else "") + \
         markdown_table(table)
+    if len(seeds) > 1 and "top1" in table.columns:
+        md += "\n\nMean (std) over seeds " + args.seeds + ":\n\n" + markdown_table(seed_summary(table))
     print(md)
     if args.out:
         args.out.write_text(md + "\n")

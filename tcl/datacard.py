@@ -78,9 +78,12 @@ def device_rank_correlation(cat: Catalog, min_programs: int = 8) -> pl.DataFrame
 
 
 def remeasure_sample(paths: Paths, device_name: str, fraction: float = 0.01,
-                     seed: int = 0) -> pl.DataFrame:
-    """Measure ``fraction`` of the device's ok records again; Spearman of the two runs per task
-    is summarised by the caller. Returns program_id, task_id, first and second latency."""
+                     seed: int = 0, min_programs: int = 8) -> pl.DataFrame:
+    """Measure ``fraction`` of the device's ok records again, as whole tasks of at least
+    ``min_programs`` ok programs (a rank correlation over 2 or 3 programs says little); the
+    caller summarises. Returns program_id, task_id, first and second latency."""
+    import shutil
+
     from .device import DeviceRegistry
     from .measure.collect import collect
     from .sampling import CANDIDATE_SCHEMA, candidates_file
@@ -95,8 +98,8 @@ def remeasure_sample(paths: Paths, device_name: str, fraction: float = 0.01,
                          WHERE r.device = '{device_name}' AND r.latency IS NOT NULL""")
     finally:
         cat.close()
-    # Whole tasks, so rank correlation within a task is defined.
-    tasks = sorted(ok["task_id"].unique().to_list())
+    sizes = ok.group_by("task_id").len()
+    tasks = sorted(sizes.filter(pl.col("len") >= min_programs)["task_id"].to_list())
     random.Random(seed).shuffle(tasks)
     chosen, n = [], 0
     for t in tasks:
@@ -105,7 +108,11 @@ def remeasure_sample(paths: Paths, device_name: str, fraction: float = 0.01,
         chosen.append(t)
         n += int((ok["task_id"] == t).sum())
     sample = ok.filter(pl.col("task_id").is_in(chosen))
+    if sample.is_empty():
+        return sample.select("program_id", "task_id", "latency").with_columns(
+            latency2=pl.lit(None, pl.Float64))
     again = Paths(paths.root / "remeasure" / device_name)
+    shutil.rmtree(again.root, ignore_errors=True)  # a fresh second run, not an earlier one
     for t, group in sample.group_by("task_id"):
         rows = group.select("program_id", "task_id", "trace_json").with_columns(
             origin=pl.lit("remeasure"), round=pl.lit(0, pl.Int32),
@@ -121,11 +128,17 @@ def remeasure_sample(paths: Paths, device_name: str, fraction: float = 0.01,
 
 
 def remeasure_correlation(pairs: pl.DataFrame) -> dict:
-    per_task = [spearman(g["latency"].to_numpy(), g["latency2"].drop_nulls().to_numpy())
-                for _, g in pairs.drop_nulls().group_by("task_id") if len(g) >= 3]
+    """Per-task Spearman of the two runs (median, min) and the median relative change of a
+    program's latency."""
+    both = pairs.drop_nulls()
+    per_task = [spearman(g["latency"].to_numpy(), g["latency2"].to_numpy())
+                for _, g in both.group_by("task_id") if len(g) >= 3]
     per_task = [c for c in per_task if c == c]
+    change = ((both["latency2"] - both["latency"]).abs() / both["latency"]).to_numpy()
     return {"programs": len(pairs), "tasks": len(per_task),
-            "median_spearman": float(np.median(per_task)) if per_task else float("nan")}
+            "median_spearman": round(float(np.median(per_task)), 3) if per_task else None,
+            "min_spearman": round(float(np.min(per_task)), 3) if per_task else None,
+            "median_relative_change": round(float(np.median(change)), 4) if len(change) else None}
 
 
 def latency_plot(cat: Catalog, out: Path) -> Path:
@@ -150,8 +163,10 @@ def latency_plot(cat: Catalog, out: Path) -> Path:
     return out
 
 
-def build(paths: Paths, out_dir: Path, remeasure: dict | None = None) -> dict:
-    """Every table of the card as frames/JSON, plus the latency plot under ``out_dir``."""
+def build(paths: Paths, out_dir: Path, remeasure: dict | None = None,
+          min_programs: int = 8) -> dict:
+    """Every table of the card as frames/JSON, plus the latency plot under ``out_dir``;
+    device landscapes over tasks with at least ``min_programs`` programs ok on both devices."""
     cat = Catalog(paths, in_memory=True)
     try:
         summary = device_summary(cat)
@@ -159,7 +174,7 @@ def build(paths: Paths, out_dir: Path, remeasure: dict | None = None) -> dict:
         summary = summary.with_columns(
             pl.col("device").replace_strict(hours, default=None).alias("collect_hours"))
         card = {"summary": summary, "noise": repeat_noise(cat),
-                "devices": device_rank_correlation(cat),
+                "devices": device_rank_correlation(cat, min_programs),
                 "plot": latency_plot(cat, out_dir / "latency-distribution.png")}
     finally:
         cat.close()
