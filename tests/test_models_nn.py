@@ -247,6 +247,44 @@ def test_scan_and_mixer_match_reference():
     assert mixer.conv1d.weight.grad is not None and mixer.A_log.grad is not None
 
 
+def mamba_ssm_module():
+    """mamba_ssm.modules.mamba_simple with its CPU reference scan in place of the CUDA kernel.
+
+    Without a CUDA build (the Python-only install, see README) the compiled extension is
+    missing; it is only called inside the CUDA scan, so an empty stand-in lets the package
+    import and the module run its own non-fused path with ``selective_scan_ref``."""
+    import sys
+    import types
+
+    try:
+        import selective_scan_cuda  # noqa: F401
+    except ImportError:
+        sys.modules["selective_scan_cuda"] = types.ModuleType("selective_scan_cuda")
+    from mamba_ssm.modules import mamba_simple
+    from mamba_ssm.ops.selective_scan_interface import selective_scan_ref
+
+    mamba_simple.selective_scan_fn = selective_scan_ref
+    return mamba_simple
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mamba_ssm") is None, reason="needs mamba_ssm")
+def test_mixer_matches_mamba_ssm_module_on_cpu():
+    """mamba_ssm's own Mamba module (non-fused path, its reference scan): same state dict keys
+    both ways, same outputs."""
+    torch.manual_seed(0)
+    theirs = mamba_ssm_module().Mamba(d_model=32, d_state=8, d_conv=4, expand=2,
+                                      use_fast_path=False)
+    ours = MambaMixer(d_model=32, d_state=8, d_conv=4, expand=2)
+    ours.load_state_dict(theirs.state_dict())               # strict: same names and shapes
+    x = torch.randn(16, 12, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x), theirs(x), atol=1e-5, rtol=1e-4)
+    other = MambaMixer(d_model=32, d_state=8, d_conv=4, expand=2)
+    theirs.load_state_dict(other.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(theirs(x), other(x), atol=1e-5, rtol=1e-4)
+
+
 @pytest.mark.skipif(importlib.util.find_spec("mamba_ssm") is None or not torch.cuda.is_available(),
                     reason="needs mamba_ssm and a CUDA device")
 def test_cpu_path_matches_mamba_ssm_kernel(data, tmp_path):
