@@ -97,8 +97,10 @@ def evaluate(models: Mapping[str, CostModel | np.ndarray], programs: ProgramSet,
                                             part["task_id"].to_numpy(), ks)
             net = metrics.network_metrics(per_task, nets, ks)
             cls = metrics.class_metrics(per_task, tasks_frame, ks, weights)
-            mean = net.select(pl.len().alias("n_networks"), pl.col("n_tasks").sum(),
-                              pl.col("n_programs").sum(),
+            # distinct tasks and programs: summing the network rows counts a shared task twice
+            mean = net.select(pl.len().alias("n_networks"),
+                              pl.lit(len(per_task)).alias("n_tasks"),
+                              pl.lit(int(per_task["n_programs"].sum())).alias("n_programs"),
                               *[pl.col(f"top{k}").mean() for k in ks], pl.col("pairwise").mean())
             for scope, frame, key in (("network", net, "network_key"), ("mean", mean, None),
                                       ("op_class", cls, "op_class")):

@@ -118,7 +118,7 @@ def test_evaluate_and_report(tmp_path):
     from tcl.evaluate import evaluate, synthetic_data, write_report
 
     programs, lat, nets, tasks = synthetic_data(n_tasks=6, programs_per_task=12, n_networks=3,
-                                                n_holdout=1, seed=3)
+                                                n_holdout=2, seed=3)   # sharing tasks
     oracle = -np.nan_to_num(lat["latency"].to_numpy(), nan=np.inf)
     two = pl.concat([lat.with_columns(pl.lit(d).alias("device")) for d in ("a", "b")])
     frame = evaluate({"oracle": oracle, "constant": np.zeros(len(programs))}, programs, two,
@@ -128,6 +128,9 @@ def test_evaluate_and_report(tmp_path):
     best = frame.filter(pl.col("model") == "oracle")
     np.testing.assert_allclose(best["top1"].to_numpy(), 1.0)
     np.testing.assert_allclose(best["pairwise"].to_numpy(), 1.0)
+    held = set(nets.filter(pl.col("holdout"))["task_id"]) & set(lat["task_id"])
+    means = frame.filter(pl.col("scope") == "mean")
+    assert means["n_tasks"].to_list() == [len(held)] * 4     # distinct tasks, not per network
     const = frame.filter((pl.col("model") == "constant") & (pl.col("scope") == "mean"))
     np.testing.assert_allclose(const["pairwise"].to_numpy(), 0.5)
     files = write_report(frame, tmp_path)

@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from ..config import TclError
 from .base import CostModel, ProgramSet
+
+# OpenMP threads that spin while waiting slowed 2-thread training 5-10x whenever anything else
+# ran on the two cores; sleeping waiters cost nothing measurable on a quiet machine. Read once,
+# when torch (or xgboost) loads its OpenMP runtime, so it is set before any model module loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 __all__ = ["CostModel", "ProgramSet", "MODEL_KINDS", "make_model", "load_model", "read_kind"]
 
