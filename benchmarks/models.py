@@ -64,10 +64,30 @@ def measured_split(paths: Paths, device: str, seed: int):
     return load(train_ids), load(valid_ids), load(test_ids), nets, tasks
 
 
-def hyper(kind: str, epochs: int, xgb_rounds: int, seed: int) -> dict:
-    if kind == "xgb":
-        return {"num_boost_round": xgb_rounds, "seed": seed}
-    return {"epochs": epochs, "seed": seed}
+def hyper(kind: str, epochs: int, xgb_rounds: int, seed: int,
+          overrides: dict[str, dict] | None = None) -> dict:
+    base = {"num_boost_round": xgb_rounds} if kind == "xgb" else {"epochs": epochs}
+    return base | {"seed": seed} | (overrides or {}).get(kind, {})
+
+
+def parse_set(items: list[str]) -> dict[str, dict]:
+    """``kind.key=value`` items (numbers stay numbers, else YAML) -> {kind: {key: value}}."""
+    import yaml
+
+    out: dict[str, dict] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        kind, dot, key = name.partition(".")
+        if not sep or not dot or kind not in MODEL_KINDS:
+            raise SystemExit(f"--set {item!r}: expected KIND.KEY=VALUE with KIND one of "
+                             f"{', '.join(MODEL_KINDS)}, e.g. mamba.lr=7e-4")
+        for parse in (int, float, yaml.safe_load):   # YAML reads 7e-4 as a string
+            try:
+                out.setdefault(kind, {})[key] = parse(value)
+                break
+            except ValueError:
+                continue
+    return out
 
 
 def bench_one(kind: str, params: dict, split) -> dict:
@@ -117,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--xgb-rounds", type=int, default=1000, help="XGB boosting rounds cap")
     ap.add_argument("--seeds", default="0", help="comma-separated seeds (validation split and "
                     "model initialisation); with several, a mean/std table follows")
+    ap.add_argument("--set", action="append", default=[], metavar="KIND.KEY=VALUE",
+                    help="a model hyperparameter, e.g. mamba.lr=7e-4 (repeatable)")
     ap.add_argument("--out", type=Path, help="also write the table to this Markdown file")
     args = ap.parse_args(argv)
 
@@ -130,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error("--devices is required with --data")
         devices = ["synthetic"]
     seeds = [int(s) for s in args.seeds.split(",") if s]
+    overrides = parse_set(args.set)
     rows = []
     for i, device in enumerate(devices):
         for seed in seeds:
@@ -138,14 +161,15 @@ def main(argv: list[str] | None = None) -> int:
             for kind in kinds:
                 row = {"device": device, "model": kind, "seed": seed}
                 try:
-                    row |= bench_one(kind, hyper(kind, args.epochs, args.xgb_rounds, seed), split)
+                    params = hyper(kind, args.epochs, args.xgb_rounds, seed, overrides)
+                    row |= bench_one(kind, params, split)
                 except TclError as e:  # e.g. a model module not written yet: report, keep going
                     row["error"] = str(e)
                 rows.append(row)
                 print(f"{device} {kind}: {row}", file=sys.stderr, flush=True)
     table = pl.DataFrame(rows)
     md = ("Synthetic data: quality numbers mean nothing.\n\n" if args.synthetic else "") + \
-        markdown_table(table)
+        f"neural epochs {args.epochs}, overrides {overrides or 'none'}\n\n" + markdown_table(table)
     if len(seeds) > 1 and "top1" in table.columns:
         md += "\n\nMean (std) over seeds " + args.seeds + ":\n\n" + markdown_table(seed_summary(table))
     print(md)
