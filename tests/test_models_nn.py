@@ -90,6 +90,18 @@ def test_mamba_inputs_both_and_pointwise_loss(data):
     assert model.loss(data[1]) < 1.0
 
 
+@pytest.mark.parametrize("pool", ["sum", "last"])
+def test_mamba_pooling_options_train_and_round_trip(data, pool, tmp_path):
+    model = MambaModel(device="cpu", d_model=16, n_layers=1, pool=pool, epochs=2).fit(data[0])
+    scores = model.predict(data[1])
+    assert np.isfinite(scores).all()
+    model.save(tmp_path / "m.pt")
+    np.testing.assert_allclose(MambaModel.load(tmp_path / "m.pt", device="cpu").predict(data[1]),
+                               scores, rtol=1e-5, atol=1e-6)
+    with pytest.raises(TclError, match="pool must be one of"):
+        MambaModel(device="cpu", pool="max")
+
+
 def test_trained_model_keeps_its_input_scales(fitted, data, tmp_path):
     """Fine-tuning (new device, distillation) must read inputs as the first training did."""
     fitted["tenset-mlp"].save(tmp_path / "m.pt")
