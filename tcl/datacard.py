@@ -50,31 +50,42 @@ def repeat_noise(cat: Catalog) -> pl.DataFrame:
         GROUP BY device ORDER BY device""")
 
 
-def device_rank_correlation(cat: Catalog, min_programs: int = 8) -> pl.DataFrame:
-    """Per task, Spearman correlation of the same programs' latencies on each pair of devices."""
+def device_rank_correlation(cat: Catalog, min_programs: int = 8,
+                            by: tuple[str, ...] = ()) -> pl.DataFrame:
+    """Per task, Spearman correlation of the same programs' latencies on each pair of devices,
+    summarised per pair (and per ``by`` column of the task, e.g. ``("op_class",)``)."""
     frame = cat.sql("""
-        SELECT a.device AS device_a, b.device AS device_b, a.task_id,
+        SELECT a.device AS device_a, b.device AS device_b, a.task_id, any_value(t.op_class)
+                 AS op_class,
                list(a.latency ORDER BY a.program_id) AS la,
                list(b.latency ORDER BY a.program_id) AS lb
         FROM records a JOIN records b
           ON a.program_id = b.program_id AND a.device < b.device
+        LEFT JOIN (SELECT DISTINCT ON (task_id) task_id, op_class FROM tasks) t
+          ON t.task_id = a.task_id
         WHERE a.latency IS NOT NULL AND b.latency IS NOT NULL
-        GROUP BY ALL""")
+        GROUP BY a.device, b.device, a.task_id""")
+    keys = ["device_a", "device_b", *by]
     rows = []
     for r in frame.iter_rows(named=True):
         if len(r["la"]) >= min_programs:
-            rows.append({"device_a": r["device_a"], "device_b": r["device_b"],
-                         "task_id": r["task_id"],
-                         "spearman": spearman(np.array(r["la"]), np.array(r["lb"]))})
+            la, lb = np.array(r["la"]), np.array(r["lb"])
+            # best-program transfer: the other device's best latency over the latency there of
+            # this device's best program (1: the same program wins on both), both directions
+            transfer = (lb.min() / lb[la.argmin()] + la.min() / la[lb.argmin()]) / 2
+            rows.append({**{k: r[k] for k in keys}, "spearman": spearman(la, lb),
+                         "transfer": transfer})
     if not rows:
-        return pl.DataFrame(schema={"device_a": pl.Utf8, "device_b": pl.Utf8, "tasks": pl.Int64,
-                                    "median": pl.Float64, "p10": pl.Float64, "p90": pl.Float64})
+        return pl.DataFrame(schema={**{k: pl.Utf8 for k in keys}, "tasks": pl.Int64,
+                                    "median": pl.Float64, "p10": pl.Float64, "p90": pl.Float64,
+                                    "best_transfer": pl.Float64})
     return (pl.DataFrame(rows).drop_nans("spearman")
-            .group_by("device_a", "device_b")
+            .group_by(keys)
             .agg(pl.len().alias("tasks"), pl.col("spearman").median().alias("median"),
                  pl.col("spearman").quantile(0.1).alias("p10"),
-                 pl.col("spearman").quantile(0.9).alias("p90"))
-            .sort("device_a", "device_b"))
+                 pl.col("spearman").quantile(0.9).alias("p90"),
+                 pl.col("transfer").mean().alias("best_transfer"))
+            .sort(keys))
 
 
 def remeasure_sample(paths: Paths, device_name: str, fraction: float = 0.01,
@@ -175,6 +186,7 @@ def build(paths: Paths, out_dir: Path, remeasure: dict | None = None,
             pl.col("device").replace_strict(hours, default=None).alias("collect_hours"))
         card = {"summary": summary, "noise": repeat_noise(cat),
                 "devices": device_rank_correlation(cat, min_programs),
+                "devices_by_class": device_rank_correlation(cat, min_programs, ("op_class",)),
                 "plot": latency_plot(cat, out_dir / "latency-distribution.png")}
     finally:
         cat.close()
@@ -197,7 +209,8 @@ def render(card: dict) -> str:
              "### Measurement noise (coefficient of variation across repeats)",
              to_markdown(card["noise"]),
              "### Device landscapes (per-task Spearman rank correlation of the same programs)",
-             to_markdown(card["devices"])]
+             to_markdown(card["devices"]),
+             "### Device landscapes per operator class", to_markdown(card["devices_by_class"])]
     if "remeasure" in card:
         parts += ["### Re-measured sample", "```json\n" + json.dumps(card["remeasure"], indent=1)
                   + "\n```"]

@@ -41,10 +41,12 @@ def test_card_counts_noise_landscapes_and_plot(measured, tmp_path):
     assert (card["noise"]["median_cv"] >= 0).all()
     pair = card["devices"].row(0, named=True)  # same programs, two devices, one task
     assert (pair["device_a"], pair["device_b"], pair["tasks"]) == ("cpu-avx2", "cpu-sse42", 1)
-    assert -1 <= pair["median"] <= 1
+    assert -1 <= pair["median"] <= 1 and 0 < pair["best_transfer"] <= 1
+    by_class = card["devices_by_class"]
+    assert by_class["op_class"].to_list() == ["dense"] and by_class["tasks"].to_list() == [1]
     assert card["plot"].stat().st_size > 0
     text = datacard.render(card)
-    assert "### Device landscapes" in text and "cpu-sse42" in text
+    assert "### Device landscapes per operator class" in text and "cpu-sse42" in text
 
 
 def test_remeasure_is_a_fresh_second_run_of_whole_tasks(measured):
