@@ -5,7 +5,6 @@ second measurement of 1% of the ok records, kept apart from the store (``data/re
 """
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from .config import Paths
+from .evaluate import markdown_table
 from .metrics import spearman
 from .store.catalog import Catalog
 
@@ -195,23 +195,15 @@ def build(paths: Paths, out_dir: Path, remeasure: dict | None = None,
     return card
 
 
-def to_markdown(frame: pl.DataFrame) -> str:
-    cols = frame.columns
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for row in frame.iter_rows():
-        lines.append("| " + " | ".join(
-            f"{v:.3f}" if isinstance(v, float) else str(v) for v in row) + " |")
-    return "\n".join(lines)
-
-
 def render(card: dict) -> str:
-    parts = ["### Per device", to_markdown(card["summary"]),
+    parts = ["### Per device", markdown_table(card["summary"]),
              "### Measurement noise (coefficient of variation across repeats)",
-             to_markdown(card["noise"]),
+             markdown_table(card["noise"]),
              "### Device landscapes (per-task Spearman rank correlation of the same programs)",
-             to_markdown(card["devices"]),
-             "### Device landscapes per operator class", to_markdown(card["devices_by_class"])]
+             markdown_table(card["devices"]),
+             "### Device landscapes per operator class", markdown_table(card["devices_by_class"])]
     if "remeasure" in card:
-        parts += ["### Re-measured sample", "```json\n" + json.dumps(card["remeasure"], indent=1)
-                  + "\n```"]
+        table = pl.DataFrame([{"device": d, **v} for d, v in card["remeasure"].items()])
+        parts += ["### Re-measured sample (a second run of whole tasks, per-task Spearman)",
+                  markdown_table(table)]
     return "\n\n".join(parts) + "\n"
