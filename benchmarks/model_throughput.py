@@ -32,6 +32,7 @@ from tcl.models.tlp import TLPModel  # noqa: E402
 MODELS = [("mamba (stores, default)", MambaModel, {}),
           ("mamba tokens", MambaModel, {"inputs": "tokens"}),
           ("mamba both", MambaModel, {"inputs": "both"}),
+          ("mamba stores, 2 layers", MambaModel, {"n_layers": 2}),
           ("mamba stores, 1 layer", MambaModel, {"n_layers": 1}),
           ("tenset-mlp", TenSetMLP, {}),
           ("tlp", TLPModel, {})]
