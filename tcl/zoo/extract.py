@@ -183,8 +183,9 @@ def build_zoo(paths: Paths, networks: list[str] | None = None,
 def class_quotas(counts: dict[str, int], limit: int) -> dict[str, int]:
     """How many of ``limit`` tasks each operator class gets: one per class first (in the order
     of ``counts``: the class of the heaviest task first), the rest in proportion to the square
-    root of the class size, never more than the class has. Proportional shares would leave the few but heavy dense and batch-matmul
-    tasks of transformers almost unsampled; equal shares would spend most picks on tiny classes.
+    root of the class size, never more than the class has. Proportional shares would leave the
+    few but heavy dense and batch-matmul tasks of transformers almost unsampled; equal shares
+    would spend most picks on tiny classes.
     """
     quota = {c: 0 for c in counts}
     left = min(limit, sum(counts.values()))
