@@ -50,10 +50,11 @@ def repeat_noise(cat: Catalog) -> pl.DataFrame:
         GROUP BY device ORDER BY device""")
 
 
-def device_rank_correlation(cat: Catalog, min_programs: int = 8,
-                            by: tuple[str, ...] = ()) -> pl.DataFrame:
-    """Per task, Spearman correlation of the same programs' latencies on each pair of devices,
-    summarised per pair (and per ``by`` column of the task, e.g. ``("op_class",)``)."""
+def device_pairs(cat: Catalog, min_programs: int = 8) -> pl.DataFrame:
+    """One row per task and pair of devices that measured at least ``min_programs`` of its
+    programs both ok: the Spearman correlation of their latencies and the best-program
+    transfer (the other device's best latency over the latency there of this device's best
+    program; 1: the same program wins on both), averaged over both directions."""
     frame = cat.sql("""
         SELECT a.device AS device_a, b.device AS device_b, a.task_id, any_value(t.op_class)
                  AS op_class,
@@ -65,23 +66,24 @@ def device_rank_correlation(cat: Catalog, min_programs: int = 8,
           ON t.task_id = a.task_id
         WHERE a.latency IS NOT NULL AND b.latency IS NOT NULL
         GROUP BY a.device, b.device, a.task_id""")
-    keys = ["device_a", "device_b", *by]
     rows = []
     for r in frame.iter_rows(named=True):
         if len(r["la"]) >= min_programs:
-            la, lb = np.array(r["la"]), np.array(r["lb"])
-            # best-program transfer: the other device's best latency over the latency there of
-            # this device's best program (1: the same program wins on both), both directions
+            la, lb = np.array(r.pop("la")), np.array(r.pop("lb"))
             transfer = (lb.min() / lb[la.argmin()] + la.min() / la[lb.argmin()]) / 2
-            rows.append({**{k: r[k] for k in keys}, "spearman": spearman(la, lb),
-                         "transfer": transfer})
-    if not rows:
-        return pl.DataFrame(schema={**{k: pl.Utf8 for k in keys}, "tasks": pl.Int64,
-                                    "median": pl.Float64, "p10": pl.Float64, "p90": pl.Float64,
-                                    "best_transfer": pl.Float64})
-    return (pl.DataFrame(rows).drop_nans("spearman")
-            .group_by(keys)
-            .agg(pl.len().alias("tasks"), pl.col("spearman").median().alias("median"),
+            rows.append(r | {"spearman": spearman(la, lb), "transfer": transfer})
+    schema = {"device_a": pl.Utf8, "device_b": pl.Utf8, "task_id": pl.Utf8, "op_class": pl.Utf8,
+              "spearman": pl.Float64, "transfer": pl.Float64}
+    return pl.DataFrame(rows, schema=schema).drop_nans("spearman")
+
+
+def device_rank_correlation(pairs: pl.DataFrame, by: tuple[str, ...] = ()) -> pl.DataFrame:
+    """``device_pairs`` summarised per pair of devices (and per ``by`` column, e.g.
+    ``("op_class",)``): tasks, median / p10 / p90 Spearman, mean best-program transfer."""
+    keys = ["device_a", "device_b", *by]
+    return (pairs.group_by(keys)
+            .agg(pl.len().cast(pl.Int64).alias("tasks"),
+                 pl.col("spearman").median().alias("median"),
                  pl.col("spearman").quantile(0.1).alias("p10"),
                  pl.col("spearman").quantile(0.9).alias("p90"),
                  pl.col("transfer").mean().alias("best_transfer"))
@@ -109,15 +111,15 @@ def remeasure_sample(paths: Paths, device_name: str, fraction: float = 0.01,
                          WHERE r.device = '{device_name}' AND r.latency IS NOT NULL""")
     finally:
         cat.close()
-    sizes = ok.group_by("task_id").len()
-    tasks = sorted(sizes.filter(pl.col("len") >= min_programs)["task_id"].to_list())
+    sizes = dict(ok.group_by("task_id").len().iter_rows())
+    tasks = sorted(t for t, size in sizes.items() if size >= min_programs)
     random.Random(seed).shuffle(tasks)
     chosen, n = [], 0
     for t in tasks:
         if n >= fraction * len(ok):
             break
         chosen.append(t)
-        n += int((ok["task_id"] == t).sum())
+        n += sizes[t]
     sample = ok.filter(pl.col("task_id").is_in(chosen))
     if sample.is_empty():
         return sample.select("program_id", "task_id", "latency").with_columns(
@@ -184,9 +186,10 @@ def build(paths: Paths, out_dir: Path, remeasure: dict | None = None,
         hours = busy_hours(cat)
         summary = summary.with_columns(
             pl.col("device").replace_strict(hours, default=None).alias("collect_hours"))
+        pairs = device_pairs(cat, min_programs)
         card = {"summary": summary, "noise": repeat_noise(cat),
-                "devices": device_rank_correlation(cat, min_programs),
-                "devices_by_class": device_rank_correlation(cat, min_programs, ("op_class",)),
+                "devices": device_rank_correlation(pairs),
+                "devices_by_class": device_rank_correlation(pairs, ("op_class",)),
                 "plot": latency_plot(cat, out_dir / "latency-distribution.png")}
     finally:
         cat.close()
