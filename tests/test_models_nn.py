@@ -259,8 +259,9 @@ def test_scan_and_mixer_match_reference():
     assert mixer.conv1d.weight.grad is not None and mixer.A_log.grad is not None
 
 
-def mamba_ssm_module():
-    """mamba_ssm.modules.mamba_simple with its CPU reference scan in place of the CUDA kernel.
+def mamba_ssm_module(monkeypatch):
+    """mamba_ssm.modules.mamba_simple with its CPU reference scan in place of the CUDA kernel,
+    for the calling test only (the CUDA test below must see the real kernel).
 
     Without a CUDA build (the Python-only install, see README) the compiled extension is
     missing; it is only called inside the CUDA scan, so an empty stand-in lets the package
@@ -271,21 +272,22 @@ def mamba_ssm_module():
     try:
         import selective_scan_cuda  # noqa: F401
     except ImportError:
-        sys.modules["selective_scan_cuda"] = types.ModuleType("selective_scan_cuda")
+        monkeypatch.setitem(sys.modules, "selective_scan_cuda",
+                            types.ModuleType("selective_scan_cuda"))
     from mamba_ssm.modules import mamba_simple
     from mamba_ssm.ops.selective_scan_interface import selective_scan_ref
 
-    mamba_simple.selective_scan_fn = selective_scan_ref
+    monkeypatch.setattr(mamba_simple, "selective_scan_fn", selective_scan_ref)
     return mamba_simple
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mamba_ssm") is None, reason="needs mamba_ssm")
-def test_mixer_matches_mamba_ssm_module_on_cpu():
+def test_mixer_matches_mamba_ssm_module_on_cpu(monkeypatch):
     """mamba_ssm's own Mamba module (non-fused path, its reference scan): same state dict keys
     both ways, same outputs."""
     torch.manual_seed(0)
-    theirs = mamba_ssm_module().Mamba(d_model=32, d_state=8, d_conv=4, expand=2,
-                                      use_fast_path=False)
+    theirs = mamba_ssm_module(monkeypatch).Mamba(d_model=32, d_state=8, d_conv=4, expand=2,
+                                                 use_fast_path=False)
     ours = MambaMixer(d_model=32, d_state=8, d_conv=4, expand=2)
     ours.load_state_dict(theirs.state_dict())               # strict: same names and shapes
     x = torch.randn(16, 12, 32)
