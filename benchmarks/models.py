@@ -2,7 +2,7 @@
 
 Training set: a device's measured programs of the tasks that no held-out network runs (10% of
 those tasks kept aside for early stopping); test set: its programs of the held-out networks'
-tasks. Reported per device and model: top-1 / top-5 (TenSet, mean over held-out networks),
+tasks; both among the tasks ``--params`` selects, as in the pipeline. Reported per device and model: top-1 / top-5 (TenSet, mean over held-out networks),
 pairwise accuracy, parameters (XGB: tree nodes), training seconds, scoring programs/s.
 
     python benchmarks/models.py --data data --devices cpu-avx2,cpu-sse42 --epochs 30 --seeds 0,1,2
@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from _common import mean_std, parse_value, pipeline_task_ids
 from tcl.config import Paths, TclError
 from tcl.evaluate import evaluate, markdown_table, synthetic_data
 from tcl.models import MODEL_KINDS, make_model
@@ -45,8 +46,9 @@ def synthetic_split(device_index: int, seed: int):
             _select(programs, sorted(held)), nets, tasks)
 
 
-def measured_split(paths: Paths, device: str, seed: int):
-    """(train, valid, test, networks, tasks) from a tcl data root."""
+def measured_split(paths: Paths, device: str, seed: int, task_ids: set[str] | None = None):
+    """(train, valid, test, networks, tasks) from a tcl data root, over the measured tasks
+    among ``task_ids`` (None: every measured task)."""
     from tcl.dataset import load_program_set, measured
 
     for f in (paths.networks_file, paths.tasks_file):
@@ -55,6 +57,8 @@ def measured_split(paths: Paths, device: str, seed: int):
     nets, tasks = pl.read_parquet(paths.networks_file), pl.read_parquet(paths.tasks_file)
     held = holdout_task_ids(paths)
     have = set(measured(paths, device)["task_id"].to_list())
+    if task_ids is not None:
+        have &= task_ids
     train_ids, valid_ids = split_tasks(sorted(have - held), 0.1, seed)
     test_ids = sorted(have & held)
     if not train_ids or not test_ids:
@@ -71,9 +75,7 @@ def hyper(kind: str, epochs: int, xgb_rounds: int, seed: int,
 
 
 def parse_set(items: list[str]) -> dict[str, dict]:
-    """``kind.key=value`` items (numbers stay numbers, else YAML) -> {kind: {key: value}}."""
-    import yaml
-
+    """``kind.key=value`` items -> {kind: {key: value}} (values: ``parse_value``)."""
     out: dict[str, dict] = {}
     for item in items:
         name, sep, value = item.partition("=")
@@ -81,12 +83,7 @@ def parse_set(items: list[str]) -> dict[str, dict]:
         if not sep or not dot or kind not in MODEL_KINDS:
             raise SystemExit(f"--set {item!r}: expected KIND.KEY=VALUE with KIND one of "
                              f"{', '.join(MODEL_KINDS)}, e.g. mamba.lr=7e-4")
-        for parse in (int, float, yaml.safe_load):   # YAML reads 7e-4 as a string
-            try:
-                out.setdefault(kind, {})[key] = parse(value)
-                break
-            except ValueError:
-                continue
+        out.setdefault(kind, {})[key] = parse_value(value)
     return out
 
 
@@ -111,10 +108,9 @@ def bench_one(kind: str, params: dict, split) -> dict:
 def seed_summary(table: pl.DataFrame) -> pl.DataFrame:
     """Per device and model: mean (std) of the quality columns over seeds, and Mamba's top-1
     margin over TenSet-MLP per seed where both ran."""
-    quality = ["top1", "top5", "pairwise"]
-    summary = table.group_by("device", "model", maintain_order=True).agg(
-        *[pl.format("{} ({})", pl.col(c).mean().round(3), pl.col(c).std().round(3)).alias(c)
-          for c in quality], pl.col("train_s").mean().round(1))
+    summary = mean_std(table, ["device", "model"], ["top1", "top5", "pairwise"]).join(
+        table.group_by("device", "model").agg(pl.col("train_s").mean().round(1)),
+        on=["device", "model"], how="left")
     wide = table.pivot(on="model", index=["device", "seed"], values="top1")
     if {"mamba", "tenset-mlp"} <= set(wide.columns):
         margin = wide.group_by("device").agg(
@@ -132,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
                      help="random data: checks the plumbing; quality numbers mean nothing")
     ap.add_argument("--devices", default="", help="comma-separated device names "
                     "(synthetic: any names; default one)")
+    ap.add_argument("--params", default="params.yaml", help="with --data: train and test on "
+                    "the tasks this params file selects, as the pipeline does")
     ap.add_argument("--models", default=",".join(KINDS), help=f"subset of {','.join(KINDS)}")
     ap.add_argument("--epochs", type=int, default=10, help="neural models' epochs")
     ap.add_argument("--xgb-rounds", type=int, default=1000, help="XGB boosting rounds cap")
@@ -151,13 +149,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.data:
             ap.error("--devices is required with --data")
         devices = ["synthetic"]
+    selected = None if args.synthetic else pipeline_task_ids(args.data.resolve(), args.params)
     seeds = [int(s) for s in args.seeds.split(",") if s]
     overrides = parse_set(args.set)
     rows = []
     for i, device in enumerate(devices):
         for seed in seeds:
             split = (synthetic_split(i, seed) if args.synthetic
-                     else measured_split(Paths(args.data.resolve()), device, seed))
+                     else measured_split(Paths(args.data.resolve()), device, seed, selected))
             for kind in kinds:
                 row = {"device": device, "model": kind, "seed": seed}
                 try:

@@ -13,20 +13,18 @@ A configuration is KIND[:KEY=VALUE,...]; values are numbers where they parse as 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import polars as pl
 
-import polars as pl  # noqa: E402
-
-from tcl.config import Paths, TclError  # noqa: E402
-from tcl.dataset import load_program_set, measured  # noqa: E402
-from tcl.evaluate import evaluate, markdown_table  # noqa: E402
-from tcl.models import MODEL_KINDS, make_model  # noqa: E402
-from tcl.train import holdout_task_ids, split_tasks  # noqa: E402
+from _common import mean_std, parse_value, pipeline_task_ids
+from tcl.config import Paths, TclError
+from tcl.dataset import load_program_set, measured
+from tcl.evaluate import evaluate, markdown_table
+from tcl.models import MODEL_KINDS, make_model
+from tcl.train import holdout_task_ids, split_tasks
 
 
 def parse_config(text: str) -> tuple[str, dict]:
@@ -38,19 +36,15 @@ def parse_config(text: str) -> tuple[str, dict]:
         key, sep, value = item.partition("=")
         if not sep:
             raise SystemExit(f"--config {text!r}: expected KEY=VALUE, got {item!r}")
-        for parse in (int, float, str):
-            try:
-                hyper[key] = parse(value)
-                break
-            except ValueError:
-                continue
+        hyper[key] = parse_value(value)
     return kind, hyper
 
 
-def selection_split(paths: Paths, device: str, seed: int):
-    """(fit, early-stop, selection) program sets and the training networks frame."""
+def selection_split(paths: Paths, device: str, seed: int, task_ids: set[str]):
+    """(fit, early-stop, selection) program sets and the training networks frame, over the
+    measured training tasks among ``task_ids``."""
     held = holdout_task_ids(paths)
-    train_ids = sorted(set(measured(paths, device)["task_id"].to_list()) - held)
+    train_ids = sorted(set(measured(paths, device)["task_id"].to_list()) & task_ids - held)
     rest, select_ids = split_tasks(train_ids, 0.25, seed)
     fit_ids, stop_ids = split_tasks(rest, 0.1, seed)
     if not fit_ids or not select_ids:
@@ -69,12 +63,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", required=True)
     ap.add_argument("--config", action="append", required=True, help="KIND[:KEY=VALUE,...]")
     ap.add_argument("--seeds", default="0,1")
+    ap.add_argument("--params", default="params.yaml",
+                    help="use the training tasks this params file selects, as the pipeline does")
     args = ap.parse_args(argv)
     paths = Paths(args.data.resolve())
     configs = [(c, *parse_config(c)) for c in args.config]
+    selected = pipeline_task_ids(paths.root, args.params)
     rows = []
     for seed in [int(s) for s in args.seeds.split(",")]:
-        fit, stop, select, nets, tasks = selection_split(paths, args.device, seed)
+        fit, stop, select, nets, tasks = selection_split(paths, args.device, seed, selected)
         for name, kind, hyper in configs:
             model = make_model(kind, **({"seed": seed} | hyper))
             start = time.perf_counter()
@@ -85,9 +82,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"config": name, "seed": seed, "top1": mean["top1"], "top5": mean["top5"],
                          "pairwise": mean["pairwise"], "train_s": secs})
             print(rows[-1], file=sys.stderr, flush=True)
-    table = pl.DataFrame(rows).group_by("config", maintain_order=True).agg(
-        *[pl.format("{} ({})", pl.col(c).mean().round(3), pl.col(c).std().round(3)).alias(c)
-          for c in ("top1", "top5", "pairwise")], pl.col("train_s").mean().round(1))
+    frame = pl.DataFrame(rows)
+    table = mean_std(frame, ["config"], ["top1", "top5", "pairwise"]).join(
+        frame.group_by("config").agg(pl.col("train_s").mean().round(1)), on="config")
     print(f"device {args.device}; selection tasks: a quarter of the training tasks; "
           f"fit: {len(fit)} programs, selection: {len(select)} programs (last seed); "
           f"mean (std) over seeds {args.seeds}\n")

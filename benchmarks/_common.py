@@ -1,0 +1,38 @@
+"""Helpers the benchmark scripts share (scripts import it from their own directory)."""
+from __future__ import annotations
+
+import polars as pl
+
+
+def parse_value(text: str):
+    """A hyperparameter value from the command line: int, float, else YAML (YAML alone reads
+    7e-4 as a string)."""
+    import yaml
+
+    for parse in (int, float):
+        try:
+            return parse(text)
+        except ValueError:
+            continue
+    return yaml.safe_load(text)
+
+
+def mean_std(table: pl.DataFrame, by: list[str], columns: list[str]) -> pl.DataFrame:
+    """Per ``by`` group (first-seen order): "mean (std)" of each quality column, 3 decimals."""
+    return table.group_by(by, maintain_order=True).agg(
+        pl.format("{} ({})", pl.col(c).mean().round(3), pl.col(c).std().round(3)).alias(c)
+        for c in columns)
+
+
+def pipeline_task_ids(root, params_file: str) -> set[str]:
+    """The tasks the pipeline's train and evaluate stages use (``params_file``'s networks and
+    task caps), looked up in the zoo under ``root``: benchmarks train on what the stages do."""
+    from tcl.config import Paths
+    from tcl.params import load_params
+    from tcl.pipeline import instances
+    from tcl.zoo.extract import select_tasks
+
+    params = load_params(params_file)
+    frame = select_tasks(Paths(root), [i.key for i in instances(params)],
+                         params.sample.max_train_tasks, params.sample.max_holdout_tasks)
+    return set(frame["task_id"].to_list())
