@@ -118,6 +118,24 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_retire(args) -> int:
+    from datetime import datetime
+
+    from .store.records import RecordStore
+
+    try:
+        before = datetime.fromisoformat(args.before)
+    except ValueError:
+        raise TclError(f"--before {args.before!r} is not an ISO time such as 2026-11-29T21:00Z")
+    done = RecordStore(_paths(args)).retire(args.device, before, args.reason, args.dry_run)
+    verb = "would retire" if args.dry_run else "retired"
+    print(f"{verb} {done.records} records in {len(done.files)} files of {args.device} "
+          f"measured before {before.isoformat()}")
+    for f in done.straddling:
+        print(f"kept {f}: it has records on both sides of {before.isoformat()}")
+    return 0
+
+
 def cmd_datacard(args) -> int:
     from . import datacard
 
@@ -186,6 +204,14 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--device", required=True)
     e.add_argument("--tasks", nargs="+")
     e.set_defaults(func=cmd_export)
+
+    r = sub.add_parser("retire", help="take a device's records measured before a time out of use "
+                       "(kept under retired/; the next collection measures them again)")
+    r.add_argument("--device", required=True)
+    r.add_argument("--before", required=True, help="ISO time with zone, e.g. 2026-11-29T21:00Z")
+    r.add_argument("--reason", required=True, help="why, written to retired/log.jsonl")
+    r.add_argument("--dry-run", action="store_true", help="only count what would move")
+    r.set_defaults(func=cmd_retire)
 
     dc = sub.add_parser("datacard", help="dataset statistics, noise and device landscapes")
     dc.add_argument("--out", default="data/reports/datacard")

@@ -45,6 +45,11 @@ class Paths:
         return self.root / "records"
 
     @property
+    def retired_dir(self) -> Path:
+        """Records taken out of use (``tcl retire``), kept readable in the same layout."""
+        return self.root / "retired"
+
+    @property
     def features_dir(self) -> Path:
         return self.root / "features"
 

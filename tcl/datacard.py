@@ -148,10 +148,23 @@ def remeasure_correlation(pairs: pl.DataFrame) -> dict:
                 for _, g in both.group_by("task_id") if len(g) >= 3]
     per_task = [c for c in per_task if c == c]
     change = ((both["latency2"] - both["latency"]).abs() / both["latency"]).to_numpy()
+    ratio = (both["latency"] / both["latency2"]).to_numpy()
     return {"programs": len(pairs), "tasks": len(per_task),
             "median_spearman": round(float(np.median(per_task)), 3) if per_task else None,
             "min_spearman": round(float(np.min(per_task)), 3) if per_task else None,
-            "median_relative_change": round(float(np.median(change)), 4) if len(change) else None}
+            "median_relative_change": round(float(np.median(change)), 4) if len(change) else None,
+            "median_first_over_second": round(float(np.median(ratio)), 3) if len(ratio) else None}
+
+
+def retired_comparison(cat: Catalog) -> dict:
+    """Per device, retired records (``tcl retire``) against the current records of the same
+    programs, summarised like the re-measured sample (the retired run is the first)."""
+    pairs = cat.sql("""
+        SELECT o.device, o.program_id, o.task_id, o.latency, n.latency AS latency2
+        FROM retired o JOIN records n USING (record_id)
+        WHERE o.latency IS NOT NULL AND n.latency IS NOT NULL""")
+    return {dev: remeasure_correlation(g.drop("device"))
+            for (dev,), g in pairs.group_by(["device"], maintain_order=True)}
 
 
 def latency_plot(cat: Catalog, out: Path) -> Path:
@@ -190,6 +203,7 @@ def build(paths: Paths, out_dir: Path, remeasure: dict | None = None,
         card = {"summary": summary, "noise": repeat_noise(cat),
                 "devices": device_rank_correlation(pairs),
                 "devices_by_class": device_rank_correlation(pairs, ("op_class",)),
+                "retired": retired_comparison(cat),
                 "plot": latency_plot(cat, out_dir / "latency-distribution.png")}
     finally:
         cat.close()
@@ -208,5 +222,9 @@ def render(card: dict) -> str:
     if "remeasure" in card:
         table = pl.DataFrame([{"device": d, **v} for d, v in card["remeasure"].items()])
         parts += ["### Re-measured sample (a second run of whole tasks, per-task Spearman)",
+                  markdown_table(table)]
+    if card.get("retired"):
+        table = pl.DataFrame([{"device": d, **v} for d, v in card["retired"].items()])
+        parts += ["### Retired records against their re-measurement (first: the retired run)",
                   markdown_table(table)]
     return "\n\n".join(parts) + "\n"

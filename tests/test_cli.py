@@ -42,3 +42,15 @@ def test_dry_run_prints_tasks_programs_and_estimate_then_query(paths, capsys):
     code, out, _ = run(capsys, "--data", str(paths.root), "query",
                        "select count(*) as n_tasks from tasks")
     assert code == 0 and "n_tasks" in out
+
+
+def test_retire_names_bad_times_and_reports_what_moved(paths, capsys):
+    code, _, err = run(capsys, "--data", str(paths.root), "retire", "--device", "cpu-avx2",
+                       "--before", "yesterday", "--reason", "x")
+    assert code == 2 and "'yesterday' is not an ISO time" in err
+    code, _, err = run(capsys, "--data", str(paths.root), "retire", "--device", "cpu-avx2",
+                       "--before", "2026-11-29T21:00", "--reason", "x")
+    assert code == 2 and "time zone" in err
+    code, out, _ = run(capsys, "--data", str(paths.root), "retire", "--device", "cpu-avx2",
+                       "--before", "2026-11-29T21:00Z", "--reason", "x", "--dry-run")
+    assert code == 0 and out.startswith("would retire 0 records in 0 files of cpu-avx2")

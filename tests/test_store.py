@@ -61,3 +61,64 @@ def test_catalog_views_exist_on_an_empty_store(paths):
     assert "cpu-avx2" in cat.sql("select device from devices")["device"].to_list()
     with pytest.raises(TclError, match="query failed"):
         cat.sql("select * from nothing_here")
+
+
+def test_retire_moves_old_files_out_of_use_and_keeps_them_readable(paths):
+    from datetime import timedelta
+
+    store = RecordStore(paths)
+    (old,) = store.append(rows(task="t1", n=3))
+    cutoff = now_utc() + timedelta(microseconds=1)
+    (new,) = store.append([{**r, "measured_at": cutoff + timedelta(seconds=1)}
+                           for r in rows(task="t2", n=2)])
+    with pytest.raises(TclError, match="time zone"):
+        store.retire("cpu-avx2", cutoff.replace(tzinfo=None), "naive")
+    assert store.retire("cpu-avx2", cutoff, "check", dry_run=True).records == 3
+    assert old.exists()
+
+    done = store.retire("cpu-avx2", cutoff, "measured under load")
+    assert (done.records, done.files, done.straddling) == (3, [old], [])
+    assert not old.exists() and new.exists()
+    assert store.record_ids("cpu-avx2", "t1") == set()  # to be measured again
+    assert len(RecordStore(paths, retired=True).read(task_id="t1")) == 3
+    log = [json.loads(line) for line in (paths.retired_dir / "log.jsonl").read_text().splitlines()]
+    assert log[0]["reason"] == "measured under load" and log[0]["records"] == 3
+    counts = query(paths, "select (select count(*) from records) r, "
+                          "(select count(*) from retired) o")
+    assert (counts["r"][0], counts["o"][0]) == (2, 3)
+
+
+def test_retire_leaves_a_file_that_straddles_the_cutoff(paths):
+    from datetime import timedelta
+
+    store = RecordStore(paths)
+    t0 = now_utc()
+    batch = rows(n=2)
+    batch[1]["measured_at"] = t0 + timedelta(seconds=10)
+    (f,) = store.append(batch)
+    done = store.retire("cpu-avx2", t0 + timedelta(seconds=5), "half")
+    assert (done.records, done.straddling) == (0, [f]) and f.exists()
+
+
+def test_data_card_compares_retired_records_with_their_remeasurement(paths):
+    from datetime import timedelta
+
+    from tcl.datacard import retired_comparison
+
+    store = RecordStore(paths)
+    store.append(rows(n=8))                    # latencies 1..8 ms
+    cutoff = now_utc() + timedelta(microseconds=1)
+    store.retire("cpu-avx2", cutoff, "loaded")
+    again = rows(n=8)
+    for i, r in enumerate(again):              # half the latency, same order but for one swap
+        r["latencies"] = [0.5e-3 * (i + 1)] * 3
+    again[0]["latencies"], again[1]["latencies"] = again[1]["latencies"], again[0]["latencies"]
+    store.append(again)
+    cat = Catalog(paths, in_memory=True)
+    try:
+        out = retired_comparison(cat)["cpu-avx2"]
+    finally:
+        cat.close()
+    assert out["programs"] == 8 and out["tasks"] == 1
+    assert out["median_first_over_second"] == pytest.approx(2.0)
+    assert 0.9 < out["median_spearman"] < 1.0

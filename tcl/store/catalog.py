@@ -57,16 +57,19 @@ class Catalog:
         return bool(good)
 
     def _define_views(self) -> None:
-        p, store = self.paths, RecordStore(self.paths)
+        p = self.paths
         # Records: first copy of each record id; latency = mean of the repeats (ok rows only).
-        if not self._parquet_view("records_raw", store.files()):
-            self.con.execute(f"CREATE OR REPLACE VIEW records_raw AS {_empty_select(RECORD_SCHEMA)}")
-        self.con.execute("""
-            CREATE OR REPLACE VIEW records AS
-            SELECT * EXCLUDE (rn) FROM (
-              SELECT *, CASE WHEN status = 'ok' THEN list_avg(latencies) END AS latency,
-                     row_number() OVER (PARTITION BY record_id ORDER BY measured_at) AS rn
-              FROM records_raw) WHERE rn = 1""")
+        # `retired` holds the records taken out of use by `tcl retire`, in the same shape.
+        for view, store in (("records", RecordStore(p)), ("retired", RecordStore(p, retired=True))):
+            if not self._parquet_view(f"{view}_raw", store.files()):
+                self.con.execute(
+                    f"CREATE OR REPLACE VIEW {view}_raw AS {_empty_select(RECORD_SCHEMA)}")
+            self.con.execute(f"""
+                CREATE OR REPLACE VIEW {view} AS
+                SELECT * EXCLUDE (rn) FROM (
+                  SELECT *, CASE WHEN status = 'ok' THEN list_avg(latencies) END AS latency,
+                         row_number() OVER (PARTITION BY record_id ORDER BY measured_at) AS rn
+                  FROM {view}_raw) WHERE rn = 1""")
         from ..sampling import CANDIDATE_SCHEMA
 
         cands = sorted(p.candidates_dir.glob("task=*.parquet")) if p.candidates_dir.exists() else []

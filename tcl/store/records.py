@@ -7,10 +7,11 @@ measuring the same program twice on the same device is idempotent (readers keep 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
@@ -93,15 +94,19 @@ class CorruptFile:
 
 
 class RecordStore:
-    """Partitioned Parquet records under ``<root>/records/device=<d>/task=<t>/part-*.parquet``."""
+    """Partitioned Parquet records under ``<root>/records/device=<d>/task=<t>/part-*.parquet``.
 
-    def __init__(self, paths: Paths | None = None):
+    ``retired=True`` opens the records taken out of use by :meth:`retire` instead.
+    """
+
+    def __init__(self, paths: Paths | None = None, retired: bool = False):
         self.paths = paths or Paths.default()
+        self.retired = retired
         self._checked: dict[tuple[str, int, float], str | None] = {}
 
     @property
     def root(self) -> Path:
-        return self.paths.records_dir
+        return self.paths.retired_dir if self.retired else self.paths.records_dir
 
     def partition(self, device: str, task_id: str) -> Path:
         return self.root / f"device={device}" / f"task={task_id}"
@@ -160,6 +165,55 @@ class RecordStore:
 
     def record_ids(self, device: str, task_id: str) -> set[str]:
         return set(self.read(device, task_id, columns=["record_id"])["record_id"].to_list())
+
+    def retire(self, device: str, before: datetime, reason: str,
+               dry_run: bool = False) -> "Retired":
+        """Take ``device``'s files measured wholly before ``before`` out of use, losing nothing.
+
+        Files move (one rename each) to the same place under ``retired/`` and a line naming
+        the reason is appended to ``retired/log.jsonl``. Their programs count as unmeasured
+        again, so the next collection measures them anew; ``RecordStore(retired=True)`` still
+        reads the old records. A file with records on both sides of ``before`` is left alone
+        and reported.
+        """
+        if self.retired:
+            raise TclError("records are retired from the live store, not from the retired one")
+        if before.tzinfo is None:
+            raise TclError(f"retire: 'before' must carry a time zone (got {before}), "
+                           "e.g. 2026-11-29T21:00+00:00")
+        good, bad = self.check(self.files(device))
+        if bad:
+            raise TclError("; ".join(map(str, bad)))
+        out = Retired()
+        for f in good:
+            times = pl.read_parquet(f, columns=["measured_at"])["measured_at"]
+            if times.is_empty() or times.max() >= before:
+                if not times.is_empty() and times.min() < before:
+                    out.straddling.append(f)
+                continue
+            out.files.append(f)
+            out.records += len(times)
+        if dry_run or not out.files:
+            return out
+        target = RecordStore(self.paths, retired=True)
+        for f in out.files:
+            dest = target.root / f.relative_to(self.root)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(f, dest)
+        with open(target.root / "log.jsonl", "a") as log:
+            log.write(json.dumps({"device": device, "before": before.isoformat(),
+                                  "reason": reason, "files": len(out.files),
+                                  "records": out.records, "at": now_utc().isoformat()}) + "\n")
+        return out
+
+
+@dataclass
+class Retired:
+    """What :meth:`RecordStore.retire` moved (or would move) and what it left alone."""
+
+    files: list[Path] = field(default_factory=list)
+    records: int = 0
+    straddling: list[Path] = field(default_factory=list)
 
 
 def now_utc() -> datetime:
