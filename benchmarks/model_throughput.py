@@ -2,7 +2,7 @@
 
 Synthetic programs of realistic size (2-10 per-store rows, 30-60 trace tokens per program);
 untrained weights (speed does not depend on them). Scoring is ``model.predict`` end to end
-(validation, batching, forward); best of ``--repeats`` wall-clock runs, plus the same in
+(validation, batching, forward); best of ``--repeats`` wall-clock runs (the models take turns, one run each per round), plus the same in
 process CPU time, which is what a loaded machine cannot take away from us.
 
     .venv/bin/python benchmarks/model_throughput.py [--threads 2] [--programs 20000]
@@ -38,30 +38,36 @@ MODELS = [("mamba (stores, default)", MambaModel, {}),
           ("tlp", TLPModel, {})]
 
 
-def best_of(fn, warmup, repeats: int, budget_s: float = 15.0) -> tuple[float, float]:
-    """(best wall seconds, best process CPU seconds) over up to ``repeats`` runs (fewer when a
-    run is slow) after a warm-up."""
-    warmup()
-    wall = cpu = float("inf")
-    start, runs = time.perf_counter(), 0
-    while runs < repeats and (runs == 0 or time.perf_counter() - start < budget_s):
-        w, c = time.perf_counter(), time.process_time()
-        fn()
-        wall, cpu = min(wall, time.perf_counter() - w), min(cpu, time.process_time() - c)
-        runs += 1
-    return wall, cpu
+def best_of_interleaved(fns: list, repeats: int, budget_s: float = 15.0
+                        ) -> list[tuple[float, float]]:
+    """(best wall seconds, best process CPU seconds) of each function over up to ``repeats``
+    rounds, each round running every function once: on a machine whose speed drifts (a shared
+    VM), every model sees the same conditions. A function stops early once it has used
+    ``budget_s`` (the slow token models)."""
+    best = [[float("inf"), float("inf"), 0.0] for _ in fns]
+    for _ in range(repeats):
+        for fn, b in zip(fns, best):
+            if b[2] > budget_s:
+                continue
+            w, c = time.perf_counter(), time.process_time()
+            fn()
+            wall = time.perf_counter() - w
+            b[0], b[1], b[2] = min(b[0], wall), min(b[1], time.process_time() - c), b[2] + wall
+    return [(w, c) for w, c, _ in best]
 
 
 def table(ps: ProgramSet, args: argparse.Namespace) -> None:
     train = ps.subset(np.arange(min(args.train_programs, len(ps))))
+    warm = ps.subset(np.arange(min(2048, len(ps))))
     print(f"{len(ps)} programs: {np.diff(ps.store_offsets).mean():.1f} stores "
           f"(max {np.diff(ps.store_offsets).max()}) and {np.diff(ps.token_offsets).mean():.1f} "
           f"tokens per program on average\n")
+    models = [(name, cls(device="cpu", **kw)) for name, cls, kw in MODELS]
+    for _, model in models:
+        model.predict(warm)
+    times = best_of_interleaved([lambda m=m: m.predict(ps) for _, m in models], args.repeats)
     rows = []
-    for name, cls, kw in MODELS:
-        model = cls(device="cpu", **kw)
-        wall, cpu = best_of(lambda: model.predict(ps), lambda: model.predict(train),
-                            args.repeats)
+    for (name, model), (wall, cpu) in zip(models, times):
         train_rate = float("nan")
         if args.train_programs:
             model.config["epochs"] = 1
@@ -85,7 +91,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--programs", type=int, default=20000)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--train-programs", type=int, default=2048,
                     help="programs for the one-epoch training-speed measurement (0: skip)")
     ap.add_argument("--data", help="also measure a data root's featurized, measured programs "
