@@ -107,15 +107,18 @@ def bench_one(kind: str, params: dict, split) -> dict:
 
 def seed_summary(table: pl.DataFrame) -> pl.DataFrame:
     """Per device and model: mean (std) of the quality columns over seeds, and Mamba's top-1
-    margin over TenSet-MLP per seed where both ran."""
+    margin over TenSet-MLP where both ran: its mean over seeds, the standard error of that mean
+    (paired by seed), and in how many seeds Mamba was ahead."""
     summary = mean_std(table, ["device", "model"], ["top1", "top5", "pairwise"]).join(
         table.group_by("device", "model").agg(pl.col("train_s").mean().round(1)),
         on=["device", "model"], how="left")
     wide = table.pivot(on="model", index=["device", "seed"], values="top1")
     if {"mamba", "tenset-mlp"} <= set(wide.columns):
+        diff = pl.col("mamba") - pl.col("tenset-mlp")
         margin = wide.group_by("device").agg(
-            (pl.col("mamba") - pl.col("tenset-mlp")).mean().round(3).alias("mamba_minus_mlp_top1"),
-            ((pl.col("mamba") - pl.col("tenset-mlp")) > 0).sum().alias("seeds_mamba_ahead"))
+            diff.mean().round(3).alias("mamba_minus_mlp_top1"),
+            (diff.std() / pl.len().sqrt()).round(3).alias("margin_se"),
+            (diff > 0).sum().alias("seeds_mamba_ahead"))
         summary = summary.join(margin, on="device", how="left")
     return summary
 
