@@ -2,8 +2,9 @@
 
 Synthetic programs of realistic size (2-10 per-store rows, 30-60 trace tokens per program);
 untrained weights (speed does not depend on them). Scoring is ``model.predict`` end to end
-(validation, batching, forward); best of ``--repeats`` wall-clock runs (the models take turns, one run each per round), plus the same in
-process CPU time, which is what a loaded machine cannot take away from us.
+(validation, batching, forward); best of ``--repeats`` wall-clock runs (the models take
+turns, one run each per round), plus the same in process CPU time, which is what a loaded
+machine cannot take away from us.
 
     .venv/bin/python benchmarks/model_throughput.py [--threads 2] [--programs 20000]
         [--data DATA_ROOT --device cpu-avx2]   # also real featurized programs

@@ -196,14 +196,17 @@ class RecordStore:
         if dry_run or not out.files:
             return out
         target = RecordStore(self.paths, retired=True)
-        for f in out.files:
-            dest = target.root / f.relative_to(self.root)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(f, dest)
+        target.root.mkdir(parents=True, exist_ok=True)
+        # The reason is logged before anything moves; an interrupted run moved whole files
+        # only, and running it again moves the rest.
         with open(target.root / "log.jsonl", "a") as log:
             log.write(json.dumps({"device": device, "before": before.isoformat(),
                                   "reason": reason, "files": len(out.files),
                                   "records": out.records, "at": now_utc().isoformat()}) + "\n")
+        for f in out.files:
+            dest = target.root / f.relative_to(self.root)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(f, dest)
         return out
 
 
