@@ -74,7 +74,11 @@ def run_sample(params: Params, progress: bool = True) -> int:
 def measure_todo(params: Params, device: str) -> pl.DataFrame:
     """Per selected task: ``candidates`` (of the first programs_per_task), ``measured`` (of those,
     already in the store for ``device``) and ``todo``, by one DuckDB query over the candidates
-    and the records. A task whose candidates are not sampled yet counts programs_per_task."""
+    and the records. A task whose candidates are not sampled yet counts programs_per_task.
+
+    Counts by program id per device name, unlike ``tcl collect``'s plan (record ids, which
+    include the host CPU): a clone of the committed dataset on another CPU is complete for the
+    pipeline, while ``tcl collect`` there would measure the programs anew for that host."""
     from .sampling import candidates_file
     from .store.catalog import Catalog, _sql_list
 
