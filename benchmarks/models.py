@@ -2,8 +2,9 @@
 
 Training set: a device's measured programs of the tasks that no held-out network runs (10% of
 those tasks kept aside for early stopping); test set: its programs of the held-out networks'
-tasks; both among the tasks ``--params`` selects, as in the pipeline. Reported per device and model: top-1 / top-5 (TenSet, mean over held-out networks),
-pairwise accuracy, parameters (XGB: tree nodes), training seconds, scoring programs/s.
+tasks; both among the tasks ``--params`` selects, as in the pipeline. Reported per device and
+model: top-1 / top-5 (TenSet, mean over held-out networks), pairwise accuracy, parameters
+(XGB: tree nodes), training seconds, scoring programs/s.
 
     python benchmarks/models.py --data data --devices cpu-avx2,cpu-sse42 --epochs 30 --seeds 0,1,2
     python benchmarks/models.py --synthetic          # plumbing check, no measured data needed

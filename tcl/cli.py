@@ -148,7 +148,7 @@ def cmd_datacard(args) -> int:
     text = datacard.render(datacard.build(paths, out, remeasure))
     out.mkdir(parents=True, exist_ok=True)
     (out / "datacard.md").write_text(text)
-    print(text)
+    print(text, end="")   # the card as written, byte for byte
     return 0
 
 
