@@ -10,6 +10,8 @@ Conventions (tests/test_metrics.py pins them with hand-computed cases):
 - Top-k picks the best latency among the k highest-scored programs; if all k are invalid the pick
   is inf, so the task contributes 0 to its network's numerator/denominator ratio (the chosen
   programs do not run).
+- A network none of whose tasks has a valid latency has no top-k score (null, not 0/0 = NaN),
+  so averages over networks leave it out.
 - Pairwise accuracy counts each same-task pair with different labels once; a score tie counts
   half (a constant model scores 0.5, chance level).
 """
@@ -143,8 +145,9 @@ def task_metrics(scores, latency, task_ids, ks: Sequence[int] = (1, 5)) -> pl.Da
 
 def _topk_columns(ks: Sequence[int], weight: str | None) -> list[pl.Expr]:
     w = pl.col(weight) if weight else pl.lit(1.0)
-    return [((w * pl.col("best")).sum() / (w * pl.col(f"pick{k}")).sum()).alias(f"top{k}")
-            for k in ks]
+    return [pl.when(pl.col("best").is_not_null().any())
+            .then((w * pl.col("best")).sum() / (w * pl.col(f"pick{k}")).sum())
+            .otherwise(None).alias(f"top{k}") for k in ks]
 
 
 def _pairwise_column() -> pl.Expr:

@@ -60,6 +60,16 @@ def test_topk_invalid_pick_and_unmeasured_task():
     assert top2["top2"].to_list() == [1.0]
 
 
+def test_network_without_any_valid_task_has_no_score():
+    # Network m's only task failed everywhere: null (not NaN), so a mean over networks skips it.
+    net = pl.DataFrame({"network_key": ["m", "n"], "task_id": ["E", "D"], "weight": [1, 1]})
+    got = metrics.topk_score(net, [1.0, 0.0, 5.0], [np.nan, 2.0, np.nan], 1,
+                             task_ids=["D", "D", "E"])
+    assert got["top1"].to_list() == [None, 0.0]
+    assert got["n_tasks"].to_list() == [0, 1] and got["tasks_missing"].to_list() == [1, 0]
+    assert got["top1"].mean() == 0.0
+
+
 def test_pairwise_accuracy_with_single_program_and_ties():
     # A: 3 pairs, 1 right (0 vs 2); B: no pair; C: 1 tied pair = 0.5 -> 1.5 / 4
     assert metrics.pairwise_accuracy(SCORES, metrics.labels(LAT, TASKS), TASKS) == 0.375

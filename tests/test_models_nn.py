@@ -102,6 +102,27 @@ def test_mamba_pooling_options_train_and_round_trip(data, pool, tmp_path):
         MambaModel(device="cpu", pool="max")
 
 
+def test_cosine_lr_schedule_anneals_to_zero_and_still_learns(data, monkeypatch):
+    seen, epochs = [], []
+    step = torch.optim.Adam.step
+
+    def spy(self, *args, **kwargs):
+        seen.append(self.param_groups[0]["lr"])
+        return step(self, *args, **kwargs)
+    monkeypatch.setattr(torch.optim.Adam, "step", spy)
+    cls, kw = FAST["mamba"]
+    model = cls(device="cpu", **(kw | {"lr_schedule": "cosine"})).fit(data[0],
+                                                                   on_epoch=epochs.append)
+    assert epochs == list(range(1, kw["epochs"] + 1))
+    steps = len(seen) // kw["epochs"]
+    assert seen[0] == kw["lr"] and seen[-1] < 0.03 * kw["lr"]   # the last epoch takes tiny steps
+    assert seen[:steps] == [kw["lr"]] * steps                   # stepped per epoch
+    test = data[1]
+    assert pairwise_accuracy(model.predict(test), test.labels, test.group) > 0.65
+    with pytest.raises(TclError, match="lr_schedule must be one of"):
+        cls(device="cpu", lr_schedule="linear")
+
+
 def test_trained_model_keeps_its_input_scales(fitted, data, tmp_path):
     """Fine-tuning (new device, distillation) must read inputs as the first training did."""
     fitted["tenset-mlp"].save(tmp_path / "m.pt")

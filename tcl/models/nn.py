@@ -12,7 +12,7 @@ import math
 from abc import abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Iterator
+from typing import Any, Callable, ClassVar, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -31,6 +31,7 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "epochs": 50,
     "grad_clip": 0.5,
     "patience": 10,         # epochs without a better validation loss before stopping
+    "lr_schedule": "constant",   # or "cosine": anneal lr to 0 over ``epochs`` (per epoch)
     "infer_batch": 4096,    # programs per scoring step
     "infer_rows": 4096,     # padded rows (programs x sequence length) per scoring step
     "seed": 0,
@@ -141,6 +142,7 @@ def pointwise_loss(scores: Tensor, labels: Tensor, group: Tensor) -> Tensor:
 
 
 LOSSES = {"lambdarank": lambdarank_loss, "mse": pointwise_loss}
+LR_SCHEDULES = ("constant", "cosine")
 
 
 class CostNet(nn.Module):
@@ -237,6 +239,9 @@ class NeuralCostModel(CostModel):
         self.config = {**known, **config}
         if self.config["loss"] not in LOSSES:
             raise TclError(f"loss must be one of {sorted(LOSSES)}, not {self.config['loss']!r}")
+        if self.config["lr_schedule"] not in LR_SCHEDULES:
+            raise TclError(f"lr_schedule must be one of {list(LR_SCHEDULES)}, "
+                           f"not {self.config['lr_schedule']!r}")
         self.device = _device(device)
         with torch.random.fork_rng(devices=[]):   # seeded init without touching the caller's RNG
             torch.manual_seed(self.config["seed"])
@@ -250,7 +255,10 @@ class NeuralCostModel(CostModel):
         return sum(p.numel() for p in self.net.parameters())
 
     # -- training -------------------------------------------------------------------------------
-    def fit(self, train: ProgramSet, valid: ProgramSet | None = None) -> "NeuralCostModel":
+    def fit(self, train: ProgramSet, valid: ProgramSet | None = None,
+            on_epoch: Callable[[int], None] | None = None) -> "NeuralCostModel":
+        """Train; ``on_epoch(n)`` (optional) runs after each epoch n, e.g. to record a learning
+        curve (benchmarks/epoch_curve.py)."""
         check_programs(train, True, "training set")
         if valid is not None:
             check_programs(valid, True, "validation set")
@@ -262,7 +270,7 @@ class NeuralCostModel(CostModel):
         def epoch() -> Iterator[Batch]:
             for index in group_batches(train.group, self.config["batch_size"], rng):
                 yield self.net.batch(train, index)
-        return self._train(epoch, self.config["epochs"], valid)
+        return self._train(epoch, self.config["epochs"], valid, on_epoch=on_epoch)
 
     def fit_stream(self, batches: Iterable[ProgramSet], epochs: int = 1,
                    valid: ProgramSet | None = None) -> "NeuralCostModel":
@@ -285,13 +293,17 @@ class NeuralCostModel(CostModel):
                 yield self.net.batch(ps, np.arange(len(ps)))
         return self._train(epoch, epochs, valid, empty_error="the training stream is empty")
 
-    def _train(self, epoch, epochs: int, valid: ProgramSet | None,
-               empty_error: str = "") -> "NeuralCostModel":
+    def _train(self, epoch, epochs: int, valid: ProgramSet | None, empty_error: str = "",
+               on_epoch: Callable[[int], None] | None = None) -> "NeuralCostModel":
         cfg, net = self.config, self.net
         loss_fn = LOSSES[cfg["loss"]]
         opt = torch.optim.Adam(net.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+        # cosine: the last epochs take small steps, so the kept weights do not depend on where a
+        # noisy validation loss happened to dip (docs/results.md, training recipe)
+        schedule = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(epochs, 1))
+                    if cfg["lr_schedule"] == "cosine" else None)
         best, best_state, stale = math.inf, None, 0
-        for _ in range(epochs):
+        for n in range(1, epochs + 1):
             net.train()
             steps = 0
             for b in epoch():
@@ -303,6 +315,10 @@ class NeuralCostModel(CostModel):
                 steps += 1
             if steps == 0:
                 raise TclError(empty_error or "no training batches")
+            if schedule is not None:
+                schedule.step()
+            if on_epoch is not None:
+                on_epoch(n)
             if valid is None:
                 continue
             v = self.loss(valid)   # keep the best epoch on held-out data (early stopping)
