@@ -123,6 +123,34 @@ def test_cosine_lr_schedule_anneals_to_zero_and_still_learns(data, monkeypatch):
         cls(device="cpu", lr_schedule="linear")
 
 
+def test_early_stopping_keeps_the_epoch_with_the_best_validation_ranking(data, monkeypatch):
+    """stop_metric "pairwise": the kept weights are those of the epoch whose validation pairwise
+    accuracy was highest, and training stops ``patience`` epochs after it."""
+    cls, kw = FAST["mamba"]
+    model = cls(device="cpu", **(kw | {"epochs": 8, "patience": 3}))
+    script = iter([0.30, 0.20, 0.25, 0.22, 0.21, 0.10, 0.10])   # 1 - accuracy per epoch
+    snapshots = []
+    monkeypatch.setattr(model, "validation_error",
+                        lambda valid: snapshots.append(model.predict(valid)) or next(script))
+    epochs = []
+    model.fit(data[0], valid=data[1], on_epoch=epochs.append)
+    assert epochs == [1, 2, 3, 4, 5]                      # best at 2, then 3 worse epochs
+    np.testing.assert_array_equal(model.predict(data[1]), snapshots[1])
+    with pytest.raises(TclError, match="stop_metric must be one of"):
+        cls(device="cpu", stop_metric="ndcg")
+
+
+def test_validation_error_is_one_minus_pairwise_accuracy(fitted, data):
+    model, test = fitted["mamba"], data[1]
+    accuracy = pairwise_accuracy(model.predict(test), test.labels, test.group)
+    assert model.validation_error(test) == pytest.approx(1 - accuracy)
+    model.config["stop_metric"] = "loss"
+    try:
+        assert model.validation_error(test) == model.loss(test)
+    finally:
+        model.config["stop_metric"] = "pairwise"
+
+
 def test_trained_model_keeps_its_input_scales(fitted, data, tmp_path):
     """Fine-tuning (new device, distillation) must read inputs as the first training did."""
     fitted["tenset-mlp"].save(tmp_path / "m.pt")

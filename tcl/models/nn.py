@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from ..config import TclError
 from ..features import TOKEN_WIDTH, VOCAB
+from ..metrics import pairwise_accuracy
 from .base import PER_STORE_WIDTH, CostModel, ProgramSet
 
 TRAIN_DEFAULTS: dict[str, Any] = {
@@ -30,7 +31,8 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "batch_size": 512,      # programs per training step (whole groups where they fit)
     "epochs": 50,
     "grad_clip": 0.5,
-    "patience": 10,         # epochs without a better validation loss before stopping
+    "patience": 10,         # epochs without a better validation score before stopping
+    "stop_metric": "pairwise",   # validation score: pairwise accuracy (higher), or "loss" (lower)
     "lr_schedule": "constant",   # or "cosine": anneal lr to 0 over ``epochs`` (per epoch)
     "infer_batch": 4096,    # programs per scoring step
     "infer_rows": 4096,     # padded rows (programs x sequence length) per scoring step
@@ -143,6 +145,7 @@ def pointwise_loss(scores: Tensor, labels: Tensor, group: Tensor) -> Tensor:
 
 LOSSES = {"lambdarank": lambdarank_loss, "mse": pointwise_loss}
 LR_SCHEDULES = ("constant", "cosine")
+STOP_METRICS = ("pairwise", "loss")
 
 
 class CostNet(nn.Module):
@@ -239,6 +242,9 @@ class NeuralCostModel(CostModel):
         self.config = {**known, **config}
         if self.config["loss"] not in LOSSES:
             raise TclError(f"loss must be one of {sorted(LOSSES)}, not {self.config['loss']!r}")
+        if self.config["stop_metric"] not in STOP_METRICS:
+            raise TclError(f"stop_metric must be one of {list(STOP_METRICS)}, "
+                           f"not {self.config['stop_metric']!r}")
         if self.config["lr_schedule"] not in LR_SCHEDULES:
             raise TclError(f"lr_schedule must be one of {list(LR_SCHEDULES)}, "
                            f"not {self.config['lr_schedule']!r}")
@@ -321,7 +327,7 @@ class NeuralCostModel(CostModel):
                 on_epoch(n)
             if valid is None:
                 continue
-            v = self.loss(valid)   # keep the best epoch on held-out data (early stopping)
+            v = self.validation_error(valid)   # keep the best epoch (early stopping)
             if v < best:
                 best, best_state, stale = v, copy.deepcopy(net.state_dict()), 0
             else:
@@ -357,6 +363,15 @@ class NeuralCostModel(CostModel):
             for index in self._chunks(programs):
                 out[index] = self.net(self.net.batch(programs, index)).float().cpu().numpy()
         return out
+
+    def validation_error(self, programs: ProgramSet) -> float:
+        """What early stopping minimizes: 1 - pairwise accuracy (``stop_metric`` "pairwise"),
+        or the training loss. The LambdaRank loss keeps growing with the score scale long after
+        the ranking stops improving (docs/results.md, training recipe), so it stops too early."""
+        if self.config["stop_metric"] == "loss":
+            return self.loss(programs)
+        accuracy = pairwise_accuracy(self.predict(programs), programs.labels, programs.group)
+        return 1.0 - accuracy if math.isfinite(accuracy) else self.loss(programs)
 
     def loss(self, programs: ProgramSet) -> float:
         """Mean per-batch training loss on labelled programs (no gradient)."""
