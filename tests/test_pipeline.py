@@ -130,6 +130,8 @@ def tiny_repo(tmp_path_factory) -> tuple[Path, str]:
     repo.mkdir()
     for name in ("dvc.yaml", ".dvcignore"):
         shutil.copy(ROOT / name, repo / name)
+    # the stages' code dependencies (the installed package runs; this copy is what DVC hashes)
+    shutil.copytree(ROOT / "tcl", repo / "tcl", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(TINY, repo / "params.yaml")
     _run(["git", "init", "-q"], repo)
     _run([BIN / "dvc", "init", "-q"], repo)
