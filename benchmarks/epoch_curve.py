@@ -11,14 +11,12 @@ much top-1 moves from one epoch to the next (the luck of the epoch at which trai
 """
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 import polars as pl
 
 from _common import pipeline_task_ids
-from select_hyper import parse_config, selection_split
+from select_hyper import parse_config, selection_parser, selection_split
 from tcl.config import Paths
 from tcl.evaluate import evaluate, markdown_table
 from tcl.models import make_model
@@ -26,15 +24,10 @@ from tcl.models.nn import NeuralCostModel
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, required=True)
-    ap.add_argument("--device", required=True)
-    ap.add_argument("--config", action="append", required=True, help="KIND[:KEY=VALUE,...]")
-    ap.add_argument("--seeds", default="0,1")
+    ap = selection_parser(__doc__.splitlines()[0])
     ap.add_argument("--epochs", type=int, default=40)
     ap.add_argument("--window", type=int, default=20, help="epochs per summary row")
     ap.add_argument("--rows", action="store_true", help="also print every epoch's row")
-    ap.add_argument("--params", default="params.yaml")
     args = ap.parse_args(argv)
     paths = Paths(args.data.resolve())
     selected = pipeline_task_ids(paths.root, args.params)

@@ -57,15 +57,20 @@ def selection_split(paths: Paths, device: str, seed: int, task_ids: set[str]):
             pl.read_parquet(paths.tasks_file))
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def selection_parser(description: str) -> argparse.ArgumentParser:
+    """The arguments of a run over the selection split (this script and epoch_curve.py)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--device", required=True)
     ap.add_argument("--config", action="append", required=True, help="KIND[:KEY=VALUE,...]")
     ap.add_argument("--seeds", default="0,1")
     ap.add_argument("--params", default="params.yaml",
                     help="use the training tasks this params file selects, as the pipeline does")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = selection_parser(__doc__.splitlines()[0]).parse_args(argv)
     paths = Paths(args.data.resolve())
     configs = [(c, *parse_config(c)) for c in args.config]
     selected = pipeline_task_ids(paths.root, args.params)
