@@ -304,8 +304,8 @@ class NeuralCostModel(CostModel):
         cfg, net = self.config, self.net
         loss_fn = LOSSES[cfg["loss"]]
         opt = torch.optim.Adam(net.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
-        # cosine: the last epochs take small steps, so the kept weights do not depend on where a
-        # noisy validation loss happened to dip (docs/results.md, training recipe)
+        # cosine (an option): the last epochs take small steps; it did not beat the constant
+        # rate on the selection tasks (docs/results.md, training recipe)
         schedule = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(epochs, 1))
                     if cfg["lr_schedule"] == "cosine" else None)
         best, best_state, stale = math.inf, None, 0
