@@ -144,8 +144,9 @@ def pointwise_loss(scores: Tensor, labels: Tensor, group: Tensor) -> Tensor:
 
 
 LOSSES = {"lambdarank": lambdarank_loss, "mse": pointwise_loss}
-LR_SCHEDULES = ("constant", "cosine")
-STOP_METRICS = ("pairwise", "loss")
+# training options that take one of a few named values (checked when a model is made)
+CHOICES = {"loss": tuple(LOSSES), "stop_metric": ("pairwise", "loss"),
+           "lr_schedule": ("constant", "cosine")}
 
 
 class CostNet(nn.Module):
@@ -240,14 +241,9 @@ class NeuralCostModel(CostModel):
             raise TclError(f"{type(self).__name__}: unknown parameters {unknown}; "
                            f"known: {sorted(known)}")
         self.config = {**known, **config}
-        if self.config["loss"] not in LOSSES:
-            raise TclError(f"loss must be one of {sorted(LOSSES)}, not {self.config['loss']!r}")
-        if self.config["stop_metric"] not in STOP_METRICS:
-            raise TclError(f"stop_metric must be one of {list(STOP_METRICS)}, "
-                           f"not {self.config['stop_metric']!r}")
-        if self.config["lr_schedule"] not in LR_SCHEDULES:
-            raise TclError(f"lr_schedule must be one of {list(LR_SCHEDULES)}, "
-                           f"not {self.config['lr_schedule']!r}")
+        for key, options in CHOICES.items():
+            if self.config[key] not in options:
+                raise TclError(f"{key} must be one of {list(options)}, not {self.config[key]!r}")
         self.device = _device(device)
         with torch.random.fork_rng(devices=[]):   # seeded init without touching the caller's RNG
             torch.manual_seed(self.config["seed"])
