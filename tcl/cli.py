@@ -11,7 +11,45 @@ from .config import Paths, TclError
 
 
 def _paths(args) -> Paths:
-    return Paths(Path(args.data).resolve()) if args.data else Paths.default()
+    paths = Paths(Path(args.data).resolve()) if args.data else Paths.default()
+    if paths.root.exists() and not paths.root.is_dir():
+        raise TclError(f"data root {paths.root} is a file; --data (or $TCL_DATA) names a "
+                       "directory")
+    return paths
+
+
+def int_in(low: int, high: int | None = None):
+    """An argparse type: an integer in [low, high], with a message naming the range."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            span = f"[{low}, {high}]" if high is not None else f">= {low}"
+            raise argparse.ArgumentTypeError(f"must be {span}, got {value}")
+        return value
+    return parse
+
+
+def float_in(low: float, high: float, low_open: bool = False):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not (low < value if low_open else low <= value) or not value <= high:
+            raise argparse.ArgumentTypeError(
+                f"must lie in {'(' if low_open else '['}{low}, {high}], got {text}")
+        return value
+    return parse
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the problem (and where to read more)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def _print_frame(frame) -> None:
@@ -41,9 +79,18 @@ def _zoo_tasks(paths: Paths, networks: list[str] | None, split: str = "all",
 def cmd_device(args) -> int:
     from .device import DeviceRegistry, check_runnable
 
+    from .device import MeasureSettings
+
     reg = DeviceRegistry(_paths(args))
     if args.action == "add":
-        d = reg.add(args.name, args.target, rpc_key=args.rpc_key, tracker=args.tracker)
+        measure = MeasureSettings(number=args.number, repeat=args.repeat,
+                                  min_repeat_ms=args.min_repeat_ms, timeout_sec=args.timeout)
+        if reg.is_registered(args.name, args.target, args.rpc_key, args.tracker, measure):
+            print(f"device {args.name} is already registered with this definition; "
+                  "nothing changed")
+            return 0
+        d = reg.add(args.name, args.target, rpc_key=args.rpc_key, tracker=args.tracker,
+                    measure=measure, replace=args.replace)
         print(f"added device {d.name}: {json.dumps(d.target)}")
         return 0
     for d in reg.all().values():
@@ -78,6 +125,9 @@ def cmd_collect(args) -> int:
     print(f"measured {stats.measured} programs ({stats.errors} errors: {stats.per_status}), "
           f"{stats.skipped} already stored; wall {stats.wall_secs:.0f}s = build "
           f"{stats.build_secs:.0f}s + run {stats.run_secs:.0f}s + other {stats.other_secs:.0f}s")
+    if stats.dropped:
+        print(f"{stats.dropped} programs failed for reasons outside them (runner or RPC) and "
+              "were not stored; the next run measures them")
     return 0
 
 
@@ -113,8 +163,9 @@ def cmd_export(args) -> int:
     from .store.msjson import export_database
 
     paths = _paths(args)
-    n = export_database(paths, DeviceRegistry(paths).get(args.device), args.dir, args.tasks)
-    print(f"exported {n} records to {args.dir}")
+    done = export_database(paths, DeviceRegistry(paths).get(args.device), args.dir, args.tasks)
+    print(f"exported {done.written} new records to {args.dir}"
+          + (f" ({done.present} already there)" if done.present else ""))
     return 0
 
 
@@ -141,6 +192,8 @@ def cmd_datacard(args) -> int:
 
     paths = _paths(args)
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise TclError(f"--out {out} is a file; it names the directory the card is written to")
     remeasure = None
     if args.remeasure:
         remeasure = {dev: datacard.remeasure_correlation(
@@ -153,18 +206,28 @@ def cmd_datacard(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tcl", description=__doc__)
+    from .sampling import MAX_PROGRAMS_PER_TASK
+
+    p = Parser(prog="tcl", description=__doc__)
     p.add_argument("--data", help="data root (default: $TCL_DATA or ./data)")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     d = sub.add_parser("device", help="list or add devices")
-    dsub = d.add_subparsers(dest="action", required=True)
+    dsub = d.add_subparsers(dest="action", required=True, parser_class=Parser)
     dsub.add_parser("list", help="built-in profiles and your devices")
     add = dsub.add_parser("add", help="register a device")
     add.add_argument("name")
     add.add_argument("--target", required=True, help='TVM target as JSON, e.g. {"kind": "llvm"}')
     add.add_argument("--rpc-key")
     add.add_argument("--tracker", help="HOST:PORT of a TVM RPC tracker")
+    add.add_argument("--number", type=int_in(1, 1000), default=3,
+                     help="kernel runs per repeat (MetaSchedule evaluator)")
+    add.add_argument("--repeat", type=int_in(1, 100), default=3, help="repeats kept per record")
+    add.add_argument("--min-repeat-ms", type=int_in(0, 60_000), default=40)
+    add.add_argument("--timeout", type=float_in(0.1, 3600), default=10.0,
+                     help="seconds before a run counts as a timeout")
+    add.add_argument("--replace", action="store_true",
+                     help="redefine an existing device (refused while it has records)")
     d.set_defaults(func=cmd_device)
 
     def selection(sp):
@@ -177,12 +240,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("collect", help="sample and measure programs on a device")
     c.add_argument("--device", required=True)
-    c.add_argument("--programs-per-task", type=int, default=32)
+    c.add_argument("--programs-per-task", type=int_in(1, MAX_PROGRAMS_PER_TASK), default=32)
     c.add_argument("--split", choices=["all", "train", "holdout"], default="all")
-    c.add_argument("--max-tasks", type=int,
+    c.add_argument("--max-tasks", type=int_in(1),
                    help="only N tasks of each split (stratified by operator class)")
-    c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--batch-size", type=int, default=64)
+    c.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0)
+    c.add_argument("--batch-size", type=int_in(1, 4096), default=64)
     c.add_argument("--dry-run", action="store_true", help="print the plan and estimated time")
     selection(c)
     c.set_defaults(func=cmd_collect)
@@ -217,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     dc.add_argument("--out", default="data/reports/datacard")
     dc.add_argument("--remeasure", nargs="*", default=[],
                     help="devices whose records to re-measure in part (noise check)")
-    dc.add_argument("--fraction", type=float, default=0.01)
+    dc.add_argument("--fraction", type=float_in(0.0, 1.0, low_open=True), default=0.01)
     dc.set_defaults(func=cmd_datacard)
 
     try:  # the pipeline's subcommands (train, evaluate, ...) register themselves there
@@ -229,18 +292,38 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _one_line(text: str) -> str:
+    return " | ".join(line.strip() for line in str(text).strip().splitlines() if line.strip())
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the CLI. Every failure ends in one line on stderr and a non-zero exit code: 2 for a
+    problem the user can fix, 128 + signal for an interrupt, 1 for an internal error (set
+    TCL_DEBUG=1 for its traceback)."""
     os.environ.setdefault("TVM_LOG_LEVEL", "WARNING")
     args = build_parser().parse_args(argv)
+    from .measure.interrupt import Interrupted
+
     try:
         return args.func(args) or 0
+    except Interrupted as e:
+        print(f"tcl: {_one_line(e)}", file=sys.stderr)
+        return e.exit_code
     except TclError as e:
-        print(f"tcl: error: {e}", file=sys.stderr)
+        print(f"tcl: error: {_one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("tcl: interrupted; finished batches are stored, run the command again to resume",
               file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and the like
+        return 0
+    except Exception as e:
+        if os.environ.get("TCL_DEBUG"):
+            raise
+        print(f"tcl: internal error: {type(e).__name__}: {_one_line(e)[:500]} "
+              "(set TCL_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -25,6 +25,19 @@ class MeasureSettings:
     enable_cpu_cache_flush: bool = False
     timeout_sec: float = 10.0
 
+    RANGES = {"number": (1, 1000), "repeat": (1, 100), "min_repeat_ms": (0, 60_000),
+              "timeout_sec": (0.1, 3600.0)}
+
+    def __post_init__(self) -> None:
+        for key, (low, high) in self.RANGES.items():
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                    not low <= value <= high:
+                raise TclError(f"measurement setting {key} must lie in [{low}, {high}], "
+                               f"got {value!r}")
+        if not isinstance(self.enable_cpu_cache_flush, bool):
+            raise TclError("measurement setting enable_cpu_cache_flush must be true or false")
+
 
 @dataclass(frozen=True)
 class Device:
@@ -58,6 +71,11 @@ class Device:
 
     def tvm_target(self):
         return make_target(self.target)
+
+    def definition(self) -> dict[str, Any]:
+        """What makes the device the device it is: its target, how and where it is measured."""
+        return {"target": self.target, "measure": asdict(self.measure),
+                "rpc_key": self.rpc_key, "tracker": self.tracker}
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -156,7 +174,7 @@ class DeviceRegistry:
         try:
             raw = json.loads(f.read_text())
             return {name: Device.from_json(d) for name, d in raw.items()}
-        except (ValueError, TypeError) as e:
+        except (ValueError, TypeError, AttributeError, TclError) as e:
             raise TclError(f"device registry {f} is not valid: {e}") from None
 
     def all(self) -> dict[str, Device]:
@@ -170,32 +188,70 @@ class DeviceRegistry:
         return devices[name]
 
     def add(self, name: str, target: dict[str, Any] | str, rpc_key: str | None = None,
-            tracker: str | None = None, measure: MeasureSettings | None = None) -> Device:
+            tracker: str | None = None, measure: MeasureSettings | None = None,
+            replace: bool = False) -> Device:
+        """Register a device. One name means one device: the same definition again is a no-op
+        (see :meth:`is_registered`), another one is refused unless ``replace`` is given, and a
+        replacement is refused while the old device has records in the store."""
+        from .store.locks import locked
+        from .store.records import RecordStore
+
         if isinstance(target, str):
             try:
                 target = json.loads(target)
             except ValueError as e:
                 raise TclError(f"invalid target {target!r}: not JSON ({e})") from None
-        if not name or not name.replace("-", "").replace("_", "").isalnum():
-            raise TclError(f"invalid device name {name!r}: use letters, digits, '-' and '_'")
+        if not isinstance(name, str) or not name or len(name) > 64 or \
+                not name.replace("-", "").replace("_", "").isalnum() or not name[0].isalnum():
+            raise TclError(f"invalid device name {name!r}: use up to 64 letters, digits, '-' "
+                           "and '_', starting with a letter or digit")
         if name in BUILTIN_DEVICES:
             raise TclError(f"device {name!r} is a built-in profile; choose another name")
         if (rpc_key is None) != (tracker is None):
             raise TclError("a remote device needs both --rpc-key and --tracker HOST:PORT")
         if tracker is not None:
             host, _, port = tracker.rpartition(":")
-            if not host or not port.isdigit():
-                raise TclError(f"invalid tracker {tracker!r}: expected HOST:PORT")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise TclError(f"invalid tracker {tracker!r}: expected HOST:PORT with a port "
+                               "in 1..65535")
         make_target(target)  # validate
         device = Device(name, target, measure or MeasureSettings(), rpc_key, tracker)
-        users = self._user_devices()
-        users[name] = device
-        f = self.paths.devices_file
-        f.parent.mkdir(parents=True, exist_ok=True)
-        tmp = f.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps({k: v.to_json() for k, v in users.items()}, indent=2))
-        tmp.replace(f)
+        with locked(self.paths, "devices", what="the device registry"):
+            users = self._user_devices()
+            old = users.get(name)
+            if old is not None and old.definition() == device.definition():
+                return old
+            if old is not None and not replace:
+                raise TclError(
+                    f"device {name!r} is already registered as {json.dumps(old.definition())}; "
+                    f"refusing to redefine it as {json.dumps(device.definition())} (one name "
+                    "is one device: choose another name, or pass --replace if it has no "
+                    "records)")
+            if old is not None and RecordStore(self.paths, warn=None).files(name):
+                raise TclError(f"device {name!r} has records measured as "
+                               f"{json.dumps(old.definition())}; it cannot be replaced "
+                               "(register the new definition under another name)")
+            users[name] = device
+            f = self.paths.devices_file
+            f.parent.mkdir(parents=True, exist_ok=True)
+            tmp = f.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps({k: v.to_json() for k, v in users.items()}, indent=2))
+            tmp.replace(f)
         return device
+
+    def is_registered(self, name: str, target: dict[str, Any] | str, rpc_key: str | None = None,
+                      tracker: str | None = None, measure: MeasureSettings | None = None) -> bool:
+        """Whether ``name`` is already registered with exactly this definition."""
+        old = self._user_devices().get(name)
+        if old is None:
+            return False
+        try:
+            target = json.loads(target) if isinstance(target, str) else target
+        except ValueError:
+            return False
+        return old.definition() == {"target": target,
+                                    "measure": asdict(measure or MeasureSettings()),
+                                    "rpc_key": rpc_key, "tracker": tracker}
 
 
 def check_runnable(device: Device) -> None:

@@ -104,7 +104,7 @@ class _Reader:
         return raw
 
     def integer(self, raw: Any, key: str, minimum: int | None = None,
-                allow_none: bool = False) -> int | None:
+                allow_none: bool = False, maximum: int | None = None) -> int | None:
         if raw is None and allow_none:
             return None
         if isinstance(raw, bool) or not isinstance(raw, int):
@@ -112,6 +112,8 @@ class _Reader:
             raise self.fail(key, f"expected {what}, got {_show(raw)}")
         if minimum is not None and raw < minimum:
             raise self.fail(key, f"must be >= {minimum}, got {raw}")
+        if maximum is not None and raw > maximum:
+            raise self.fail(key, f"must be <= {maximum}, got {raw}")
         return raw
 
     def number(self, raw: Any, key: str, low: float, high: float) -> float:
@@ -154,6 +156,7 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     """Validate the parsed YAML ``raw`` of ``source``; see the module docstring."""
     from .device import DeviceRegistry
     from .models import MODEL_KINDS
+    from .sampling import MAX_PROGRAMS_PER_TASK
     from .zoo.networks import NETWORKS
 
     r = _Reader(source.name if source.name == DEFAULT_FILE else str(source))
@@ -161,6 +164,9 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     if not isinstance(top["data"], str) or not top["data"].strip():
         raise r.fail("data", f"expected the data root as a path, got {_show(top['data'])}")
     data = top["data"]
+    root = data_paths(source, data).root
+    if root.exists() and not root.is_dir():
+        raise r.fail("data", f"{root} is a file; the data root is a directory")
     registry = DeviceRegistry(data_paths(source, data))
     try:
         known_devices = set(registry.all())
@@ -175,14 +181,15 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     s = r.section(top["sample"], "sample",
                   ("programs_per_task", "max_train_tasks", "max_holdout_tasks", "seed"))
     sample = SampleParams(
-        r.integer(s["programs_per_task"], "sample.programs_per_task", 1),
+        r.integer(s["programs_per_task"], "sample.programs_per_task", 1,
+                  maximum=MAX_PROGRAMS_PER_TASK),
         r.integer(s["max_train_tasks"], "sample.max_train_tasks", 1, allow_none=True),
         r.integer(s["max_holdout_tasks"], "sample.max_holdout_tasks", 1, allow_none=True),
-        r.integer(s["seed"], "sample.seed", 0))
+        r.integer(s["seed"], "sample.seed", 0, maximum=2**31 - 1))
 
     m = r.section(top["measure"], "measure", ("batch_size", "retries", "retry_delay_s"))
-    measure = MeasureParams(r.integer(m["batch_size"], "measure.batch_size", 1),
-                            r.integer(m["retries"], "measure.retries", 0),
+    measure = MeasureParams(r.integer(m["batch_size"], "measure.batch_size", 1, maximum=4096),
+                            r.integer(m["retries"], "measure.retries", 0, maximum=100),
                             r.number(m["retry_delay_s"], "measure.retry_delay_s", 0, 86400))
 
     t = r.section(top["train"], "train", ("models", "valid_fraction", "seed", "hyper"))
@@ -211,13 +218,14 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
             raise r.fail(f"train.hyper.{kind}", f"missing value for train.models[{i}] "
                                                 f"(write `{kind}: {{}}` for the defaults)")
     train = TrainParams(models, r.number(t["valid_fraction"], "train.valid_fraction", 0.0, 0.9),
-                        r.integer(t["seed"], "train.seed", 0), hyper)
+                        r.integer(t["seed"], "train.seed", 0, maximum=2**31 - 1), hyper)
 
     e = r.section(top["evaluate"], "evaluate", ("top_k",))
     if not isinstance(e["top_k"], list) or not e["top_k"]:
         raise r.fail("evaluate.top_k", f"expected a non-empty list of integers, "
                                        f"got {_show(e['top_k'])}")
-    top_k = tuple(r.integer(k, f"evaluate.top_k[{i}]", 1) for i, k in enumerate(e["top_k"]))
+    top_k = tuple(r.integer(k, f"evaluate.top_k[{i}]", 1, maximum=1000)
+                  for i, k in enumerate(e["top_k"]))
 
     params = Params(source.resolve(), data, devices, zoo, sample, measure, train,
                     EvaluateParams(top_k))

@@ -20,6 +20,10 @@ from .store.records import program_id, write_parquet_atomic
 from .tvm_compat import meta_schedule
 
 SAMPLING_TARGET = {"kind": "llvm", "num-cores": 2}
+# At 1-2 records/s one task's 4096 programs are about an hour of measurement; more is a typo.
+MAX_PROGRAMS_PER_TASK = 4096
+_CHUNK = 256          # random traces drawn per call: memory stays bounded on any request
+_STALE_TRIES = 64     # consecutive draws that add nothing new: the design space is used up
 CANDIDATE_SCHEMA = {"program_id": pl.Utf8, "task_id": pl.Utf8, "trace_json": pl.Utf8,
                     "origin": pl.Utf8, "round": pl.Int32,
                     # the programs-per-task asked for when this round was sampled: a task whose
@@ -82,30 +86,43 @@ def sample_programs(mod, n: int, seed: int = 0, target: dict | None = None,
                     exclude: set[str] = frozenset()) -> list[tuple[str, str]]:
     """Up to ``n`` distinct (trace_json, origin) candidates for one task, not in ``exclude``.
 
-    Small design spaces (injective tasks) may have fewer than ``n`` distinct programs.
+    Small design spaces (injective tasks) may have fewer than ``n`` distinct programs: random
+    draws come in chunks and stop once a chunk adds nothing new, mutations once
+    ``_STALE_TRIES`` in a row add nothing, so a request far above the space ends quickly.
     """
+    if not 1 <= n <= MAX_PROGRAMS_PER_TASK:
+        raise TclError(f"programs per task must lie in [1, {MAX_PROGRAMS_PER_TASK}], got {n}")
     ctx = tune_context(mod, target, seed)
     rng = random.Random(seed)
     seen, out = set(exclude), []
 
-    def take(trace, origin: str) -> None:
+    def take(trace, origin: str) -> bool:
         text = trace_to_json(trace)
         if text not in seen and len(out) < n:
             seen.add(text)
             out.append((text, origin))
+            return True
+        return False
 
-    randoms = _random_traces(ctx, max(1, (n + 1) // 2))
-    for t in randoms:
-        take(t, "random")
-    tries = 0
-    while randoms and len(out) < n and tries < 4 * n:
+    def draw_random(want: int) -> list:
+        drawn = []
+        while len(out) < n and want > 0:
+            chunk = _random_traces(ctx, min(_CHUNK, want))
+            want -= len(chunk)
+            added = [take(t, "random") for t in chunk]
+            drawn += chunk  # duplicates too: mutations start from any draw, as they always did
+            if not any(added):
+                break
+        return drawn
+
+    randoms = draw_random(max(1, (n + 1) // 2))
+    tries = stale = 0
+    while randoms and len(out) < n and tries < 4 * n and stale < _STALE_TRIES:
         tries += 1
         mutated = _mutate(ctx, mod, rng.choice(randoms), rng, steps=rng.randint(1, 4))
-        if mutated is not None:
-            take(mutated, "mutation")
+        stale = 0 if mutated is not None and take(mutated, "mutation") else stale + 1
     if len(out) < n:  # more random samples where mutations ran dry
-        for t in _random_traces(ctx, 2 * (n - len(out))):
-            take(t, "random")
+        draw_random(2 * (n - len(out)))
     return out
 
 
@@ -125,11 +142,29 @@ def load_candidates(paths: Paths, task_id: str) -> pl.DataFrame:
 
 def ensure_candidates(paths: Paths, task_id: str, workload_json: str, n: int,
                       seed: int = 0) -> pl.DataFrame:
-    """The task's first ``n`` candidates, sampling (and persisting) only what is missing."""
-    import tvm
+    """The task's first ``n`` candidates, sampling (and persisting) only what is missing.
+
+    The read-sample-write runs under the task's candidates lock, so concurrent collections
+    asking for different counts extend one file instead of overwriting each other's."""
+    from .store.locks import locked
 
     have = load_candidates(paths, task_id)
-    if len(have) >= n or (len(have) and int(have["requested"].max()) >= n):
+    if _enough(have, n):  # the common case needs no lock: the file only ever grows
+        return have.head(n)
+    with locked(paths, "candidates", task_id, what=f"candidates of task {task_id}"):
+        return _extend_candidates(paths, task_id, workload_json, n, seed)
+
+
+def _enough(have: pl.DataFrame, n: int) -> bool:
+    return len(have) >= n or bool(len(have) and int(have["requested"].max()) >= n)
+
+
+def _extend_candidates(paths: Paths, task_id: str, workload_json: str, n: int,
+                       seed: int) -> pl.DataFrame:
+    import tvm
+
+    have = load_candidates(paths, task_id)  # again, under the lock
+    if _enough(have, n):
         return have.head(n)
     next_round = int(have["round"].max()) + 1 if len(have) else 0
     mod = tvm.ir.load_json(workload_json)

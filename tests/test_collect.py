@@ -115,7 +115,9 @@ def test_export_loads_in_metaschedule_and_import_is_idempotent(collected, tmp_pa
 
     paths, task, _, _ = collected
     out = tmp_path / "db"
-    assert export_database(paths, DEVICE, out) == 6  # every ok record
+    assert export_database(paths, DEVICE, out).written == 6  # every ok record
+    again = export_database(paths, DEVICE, out)  # the same directory again: nothing twice
+    assert again.written == 0 and again.present == 6
     ms = meta_schedule()
     db = ms.database.JSONDatabase(work_dir=str(out))
     mod = tvm.ir.load_json(task["workload_json"])

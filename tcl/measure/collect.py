@@ -1,30 +1,46 @@
-"""The collection loop: per task, build a batch, then run it, then append its records.
+"""The collection loop: build a batch, then run it, then append its records.
 
 Builds and kernel timing never overlap (LocalBuilder.build returns before LocalRunner.run starts,
-and the runner times one kernel at a time). Every finished batch is one atomic Parquet file, so a
-killed collector loses at most the batch in flight; re-running skips record ids already stored.
+and the runner times one kernel at a time). Every finished batch is one atomic Parquet file per
+task, so a killed collector loses at most the batch in flight; re-running skips record ids
+already stored.
+
+What is stored is what the program did: ``ok``, or its own ``build_error``, ``run_error`` (a
+crash) or ``timeout``. A measurement cut short by a signal, or failed because the runner, the
+RPC session or the tracker failed, is not a record: it is counted, reported and measured on the
+next run. Concurrent collections on one data root take a lock per (device, task) while they
+measure it, so no program is measured twice (``tcl.store.locks``).
 """
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import polars as pl
 
 from ..config import Paths, TclError
 from ..device import Device, check_runnable
 from ..sampling import apply_trace, ensure_candidates
+from ..store.locks import make_lock, try_lock
 from ..store.records import RecordStore, now_utc, record_id
 from ..tvm_compat import meta_schedule
 from .builder import local_builder
-from .runner import make_runner, runner_device_type
+from .interrupt import InfrastructureFailure, Interrupted, StopGuard
+from .runner import make_runner, runner_device_type, tracker_problem
 
 DEFAULT_RECORDS_PER_SEC = 3.0  # measured on the 2-core reference machine (environment notes)
+
+# Messages of failures that say nothing about the program: the RPC link or the worker pool.
+INFRA_ERROR = re.compile(
+    r"connect(ion)? to (the )?tracker|ConnectionRefused|Connection refused|ConnectionReset|"
+    r"Connection reset|BrokenPipe|Broken pipe|RPCSessionTimeout|rpc session|socket error|"
+    r"No route to host|Cannot connect|Connection closed|Failed to connect", re.I)
 
 
 @dataclass
@@ -32,6 +48,7 @@ class CollectStats:
     measured: int = 0
     errors: int = 0
     skipped: int = 0
+    dropped: int = 0   # cut short or failed for infrastructure reasons: not stored
     build_secs: float = 0.0
     run_secs: float = 0.0
     wall_secs: float = 0.0
@@ -71,7 +88,10 @@ class Plan:
         return "\n".join(lines)
 
 
-def _classify(error: str) -> str:
+def classify_run_error(error: str) -> str:
+    """``timeout``, ``run_error`` (the program's own failure) or ``infra`` (not stored)."""
+    if INFRA_ERROR.search(error):
+        return "infra"
     return "timeout" if "Timeout" in error else "run_error"
 
 
@@ -81,10 +101,7 @@ def measured_throughput(store: RecordStore, device: str) -> float:
     Gaps over 10 minutes between consecutive records are idle time between runs, not work
     (records arrive a batch at a time, a minute or more apart).
     """
-    try:
-        times = store.read(device, columns=["measured_at"])["measured_at"].sort()
-    except TclError:
-        return DEFAULT_RECORDS_PER_SEC
+    times = store.read(device, columns=["measured_at"])["measured_at"].sort()
     if len(times) < 100:
         return DEFAULT_RECORDS_PER_SEC
     gaps = times.diff().dt.total_seconds(fractional=True).drop_nulls()
@@ -94,8 +111,11 @@ def measured_throughput(store: RecordStore, device: str) -> float:
 
 def plan(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task: int) -> Plan:
     """Count what is left to measure, from the stored candidates and records (samples nothing)."""
-    from ..sampling import load_candidates
+    from ..sampling import MAX_PROGRAMS_PER_TASK, load_candidates
 
+    if not 1 <= programs_per_task <= MAX_PROGRAMS_PER_TASK:
+        raise TclError(f"programs per task must lie in [1, {MAX_PROGRAMS_PER_TASK}], "
+                       f"got {programs_per_task}")
     store = RecordStore(paths)
     todo = []
     for row in tasks.iter_rows(named=True):
@@ -112,16 +132,19 @@ def plan(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task: i
 
 @dataclass
 class Job:
-    """One program to measure: its task, the task's IRModule and the trace."""
+    """One program to measure: its task, the task's IRModule and the trace. ``last``: the last
+    job of its task in this run (its task lock is released once the job's batch is stored)."""
 
     task_id: str
     mod: object
     trace: str
+    last: bool = False
 
 
 def _measure_batch(device: Device, jobs: list[Job], builder, runner,
                    stats: CollectStats) -> list[dict]:
-    """Build every job of the batch, then run the built ones one by one; one row per job."""
+    """Build every job of the batch, then run the built ones one by one; one row per job
+    (status ``infra`` marks a failure of the runner or the RPC link, not of the program)."""
     import tvm
 
     from ..store.records import program_id
@@ -168,32 +191,75 @@ def _measure_batch(device: Device, jobs: list[Job], builder, runner,
     stats.run_secs += time.perf_counter() - t0
     for (job, artifact), res in zip(run_slots, results):
         if res.error_msg:
-            rows.append(row(job, _classify(res.error_msg), res.error_msg.strip()[-2000:], [],
-                            per_build))
+            rows.append(row(job, classify_run_error(res.error_msg), res.error_msg.strip()[-2000:],
+                            [], per_build))
         else:
             rows.append(row(job, "ok", None, [float(s) for s in res.run_secs], per_build))
         shutil.rmtree(Path(artifact).parent, ignore_errors=True)  # the builder's temp dir
     return rows
 
 
-def _jobs(paths: Paths, device: Device, plan_: Plan, seed: int, stats: CollectStats):
-    """Programs still to measure, task by task (candidates sampled just in time)."""
+class _TaskLocks:
+    """The (device, task) measurement locks this collection holds."""
+
+    def __init__(self, paths: Paths, device: str):
+        self.paths, self.device, self.held = paths, device, {}
+
+    def try_take(self, task_id: str) -> bool:
+        lock = try_lock(self.paths, "measure", self.device, task_id)
+        if lock is not None:
+            self.held[task_id] = lock
+        return lock is not None
+
+    def take(self, task_id: str) -> None:
+        lock = make_lock(self.paths, "measure", self.device, task_id)
+        lock.acquire()  # another collection measures this task now: wait for it to finish
+        self.held[task_id] = lock
+
+    def release(self, task_id: str) -> None:
+        lock = self.held.pop(task_id, None)
+        if lock is not None:
+            lock.release()
+
+    def release_all(self) -> None:
+        for task_id in list(self.held):
+            self.release(task_id)
+
+
+def _jobs(paths: Paths, device: Device, plan_: Plan, seed: int, stats: CollectStats,
+          locks: _TaskLocks, say: Callable[[str], None]) -> Iterator[Job]:
+    """Programs still to measure, task by task (candidates sampled just in time). A task that
+    another collection is measuring is skipped and revisited at the end, when its records are
+    in the store, so it is measured by one of them only."""
     import tvm
 
     store = RecordStore(paths)
     n = plan_.programs_per_task
-    for row in plan_.tasks.iter_rows(named=True):
-        if row["todo"] == 0:
-            stats.skipped += n
-            continue
-        cands = ensure_candidates(paths, row["task_id"], row["workload_json"], n, seed)
-        done = store.record_ids(device.name, row["task_id"])
-        traces = [t for t in cands["trace_json"]
-                  if record_id(device.identity, row["task_id"], t) not in done]
-        stats.skipped += len(cands) - len(traces)
-        mod = tvm.ir.load_json(row["workload_json"])
-        for t in traces:
-            yield Job(row["task_id"], mod, t)
+    busy = []
+    rows = [r for r in plan_.tasks.iter_rows(named=True)]
+    for pass_ in ("first", "busy"):
+        for row in (rows if pass_ == "first" else busy):
+            if pass_ == "first" and row["todo"] == 0:
+                stats.skipped += n
+                continue
+            if pass_ == "first" and not locks.try_take(row["task_id"]):
+                busy.append(row)
+                continue
+            if pass_ == "busy":
+                say(f"waiting for another collection measuring task {row['task_id']} "
+                    f"on {device.name}")
+                locks.take(row["task_id"])
+            cands = ensure_candidates(paths, row["task_id"], row["workload_json"], n, seed)
+            done = store.record_ids(device.name, row["task_id"])  # read under the lock
+            traces = [t for t in cands["trace_json"]
+                      if record_id(device.identity, row["task_id"], t) not in done]
+            stats.skipped += len(cands) - len(traces)
+            if not traces:
+                locks.release(row["task_id"])
+                continue
+            mod = tvm.ir.load_json(row["workload_json"])
+            for i, t in enumerate(traces):
+                yield Job(row["task_id"], mod, t, last=i == len(traces) - 1)
 
 
 def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task: int,
@@ -204,12 +270,16 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
 
     A batch spans tasks: LocalBuilder starts a fresh worker pool per batch, so small tasks
     share one start. ``builder`` is any MetaSchedule Builder (default: LocalBuilder with
-    tcl's build function).
+    tcl's build function). Raises :class:`Interrupted` on SIGINT/SIGTERM and
+    :class:`InfrastructureFailure` when the tracker or the runner fails, after storing every
+    finished measurement and nothing that the failure cut short.
     """
     from itertools import islice
 
     from tqdm import tqdm
 
+    if batch_size < 1:
+        raise TclError(f"batch size must be >= 1, got {batch_size}")
     check_runnable(device)
     the_plan = plan(paths, device, tasks, programs_per_task)
     store = RecordStore(paths)
@@ -218,24 +288,70 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
     runner = None  # started on the first batch: a run with nothing new starts no pools
     bar = tqdm(total=the_plan.todo, unit="prog", disable=not progress, file=sys.stderr,
                desc=f"collect {device.name}")
-    jobs = _jobs(paths, device, the_plan, seed, stats)
+    locks = _TaskLocks(paths, device.name)
+    say = (lambda msg: bar.write(msg, file=sys.stderr)) if progress else (lambda msg: None)
+    guard = StopGuard()
     try:
-        while batch := list(islice(jobs, batch_size)):
-            if runner is None:
-                builder = builder or local_builder()
-                runner = make_runner(device, **(runner_kwargs or {}))
-            rows = _measure_batch(device, batch, builder, runner, stats)
-            store.append(rows)  # one atomic file per task of the batch
-            for r in rows:
-                stats.per_status[r["status"]] = stats.per_status.get(r["status"], 0) + 1
-            stats.measured += len(rows)
-            stats.errors += sum(r["status"] != "ok" for r in rows)
-            stats.wall_secs = time.perf_counter() - t_start
-            bar.update(len(rows))
-            bar.set_postfix(errors=stats.errors)
-            if on_batch:
-                on_batch(stats)
+        with guard:
+            jobs = _jobs(paths, device, the_plan, seed, stats, locks, say)
+            while not guard.interrupted and (batch := list(islice(jobs, batch_size))):
+                problem = tracker_problem(device)
+                if problem:
+                    raise InfrastructureFailure(_infra_message(device, problem, stats))
+                if runner is None:
+                    builder = builder or local_builder()
+                    runner = make_runner(device, **(runner_kwargs or {}))
+                rows = _measure_batch(device, batch, builder, runner, stats)
+                rows, failure = _keep(rows, device, guard)
+                _store(store, rows, stats, locks, batch)
+                bar.update(len(rows))
+                bar.set_postfix(errors=stats.errors)
+                if on_batch:
+                    on_batch(stats)
+                if failure:
+                    raise InfrastructureFailure(_infra_message(device, failure, stats))
+            if guard.interrupted:
+                raise Interrupted(guard.signum, f"interrupted by {guard.signal_name}: kept "
+                                  f"{stats.measured} records measured in this run "
+                                  f"({stats.dropped} cut short, not stored); run the same "
+                                  "command again to resume")
     finally:
+        locks.release_all()
         bar.close()
         stats.wall_secs = time.perf_counter() - t_start
     return stats
+
+
+def _keep(rows: list[dict], device: Device, guard: StopGuard) -> tuple[list[dict], str | None]:
+    """The rows to store, and what failed when the batch says the infrastructure did."""
+    if guard.interrupted:  # the signal killed the workers: only finished measurements count
+        return [r for r in rows if r["status"] == "ok"], None
+    infra = [r for r in rows if r["status"] == "infra"]
+    rows = [r for r in rows if r["status"] != "infra"]
+    failure = (infra[0]["error"].strip().splitlines()[-1][:300]) if infra else None
+    if device.is_remote and any(r["status"] != "ok" for r in rows):
+        # A tracker that went away mid-batch can look like timeouts: ask it again.
+        problem = tracker_problem(device)
+        if problem:
+            return [r for r in rows if r["status"] == "ok"], problem
+    return rows, failure
+
+
+def _store(store: RecordStore, rows: list[dict], stats: CollectStats, locks: _TaskLocks,
+           batch: list[Job]) -> None:
+    store.append(rows)  # one atomic file per task of the batch
+    for r in rows:
+        stats.per_status[r["status"]] = stats.per_status.get(r["status"], 0) + 1
+    stats.measured += len(rows)
+    stats.errors += sum(r["status"] != "ok" for r in rows)
+    stats.dropped += len(batch) - len(rows)
+    for job in batch:
+        if job.last:
+            locks.release(job.task_id)
+
+
+def _infra_message(device: Device, problem: str, stats: CollectStats) -> str:
+    where = f"tracker {device.tracker} (key {device.rpc_key})" if device.is_remote else "runner"
+    return (f"measurement on {device.name} stopped: the {where} failed ({problem}); kept "
+            f"{stats.measured} records, {stats.dropped} programs not stored as errors; run "
+            "again when it is back to measure them")

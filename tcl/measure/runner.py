@@ -46,3 +46,41 @@ def make_runner(device: Device, **local_kwargs):
 def runner_device_type(device: Device) -> str:
     kind = device.target.get("kind", "llvm")
     return "cpu" if kind in ("llvm", "c") else kind
+
+
+def tracker_problem(device: Device, timeout: float = 5.0) -> str | None:
+    """Why ``device``'s RPC tracker cannot measure now (None when it can, or when the device is
+    local): unreachable, or no server registered under the device's key. Asked before every
+    batch, so a tracker that is down costs no program a stored error."""
+    if not device.is_remote:
+        return None
+    import socket
+
+    host, _, port = device.tracker.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except OSError as e:
+        return f"cannot reach the tracker at {device.tracker}: {e.strerror or e}"
+    try:
+        summary = _tracker_summary(host, int(port), timeout)
+    except Exception as e:  # the tracker accepted the connection but did not answer
+        return f"the tracker at {device.tracker} did not answer: {str(e).splitlines()[-1]}"
+    servers = {s.get("key", "").split(":", 1)[-1] for s in summary.get("server_info", [])}
+    if device.rpc_key not in servers and device.rpc_key not in summary.get("queue_info", {}):
+        return (f"no RPC server is registered under key {device.rpc_key!r} at the tracker "
+                f"{device.tracker} (registered: {', '.join(sorted(servers)) or 'none'})")
+    return None
+
+
+def _tracker_summary(host: str, port: int, timeout: float) -> dict:
+    from tvm import rpc
+
+    # Reached just before, so TVM's connect (which retries refused connections for 60 s)
+    # connects at once; the timeout bounds the answer.
+    session = rpc.connect_tracker(host, port)
+    try:
+        session._sock.settimeout(timeout)
+        return session.summary()
+    finally:
+        session.close()

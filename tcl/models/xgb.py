@@ -104,8 +104,18 @@ class XGBModel(CostModel):
                  rank_pairs: int = 16, verbose: bool = False):
         if objective not in OBJECTIVES:
             raise TclError(f"xgb objective {objective!r} is unknown; expected one of {OBJECTIVES}")
-        if num_boost_round < 1 or early_stopping_rounds < 1 or rank_pairs < 1:
-            raise TclError("xgb num_boost_round, early_stopping_rounds and rank_pairs must be >= 1")
+        for key, value, low, high in (
+                ("max_depth", max_depth, 1, 64), ("gamma", gamma, 0, None),
+                ("min_child_weight", min_child_weight, 0, None), ("eta", eta, 1e-6, 1.0),
+                ("num_boost_round", num_boost_round, 1, 1_000_000),
+                ("early_stopping_rounds", early_stopping_rounds, 1, 1_000_000),
+                ("rank_pairs", rank_pairs, 1, 1024), ("seed", seed, 0, None),
+                ("nthread", 1 if nthread is None else nthread, 1, 1024)):
+            integer = key not in ("gamma", "min_child_weight", "eta")
+            if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)) \
+                    or value < low or (high is not None and value > high):
+                raise TclError(f"xgb {key} must be {'an integer' if integer else 'a number'} in "
+                               f"[{low}, {high if high is not None else 'inf'}], got {value!r}")
         self.params: dict[str, Any] = dict(
             objective=objective, max_depth=max_depth, gamma=gamma,
             min_child_weight=min_child_weight, eta=eta, seed=seed, nthread=nthread,

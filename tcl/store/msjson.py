@@ -90,12 +90,19 @@ def import_database(paths: Paths, work_dir: str | Path, device: Device) -> Impor
                      "error": None if ok else "failed in the imported database",
                      "build_secs": None, "source": f"import:{rec_path}",
                      "measured_at": now_utc(), "tvm_version": tvm.__version__})
+    from .locks import locked
+
     store = RecordStore(paths)
-    known = {tid: store.record_ids(device.name, tid) for tid in {r["task_id"] for r in rows}}
-    new = [r for r in rows if r["record_id"] not in known[r["task_id"]]]
-    store.append(new)
-    stats.records = len(new)
-    stats.tasks = _remember_tasks(paths, task_rows)
+    for tid in sorted({r["task_id"] for r in rows}):
+        # Under the task's measurement lock: a concurrent collection or import of the same
+        # programs stores each record once.
+        with locked(paths, "measure", device.name, tid, what=f"task {tid} on {device.name}"):
+            known = store.record_ids(device.name, tid)
+            new = [r for r in rows if r["task_id"] == tid and r["record_id"] not in known]
+            store.append(new)
+        stats.records += len(new)
+    with locked(paths, "imported-tasks", what="the imported tasks file"):
+        stats.tasks = _remember_tasks(paths, task_rows)
     return stats
 
 
@@ -113,40 +120,86 @@ def _remember_tasks(paths: Paths, rows: list[dict]) -> int:
     return len(new)
 
 
+@dataclass
+class Exported:
+    written: int = 0   # records added to the database
+    present: int = 0   # records the database already held (not written again)
+
+
+def _existing_records(out_dir: Path) -> set[tuple[str, str]]:
+    """(task_id, canonical trace) of every record already in the JSONDatabase at ``out_dir``."""
+    ms = meta_schedule()
+    wl_path, rec_path = out_dir / WORKLOAD_FILE, out_dir / RECORD_FILE
+    if not rec_path.exists():
+        return set()
+    tasks = {}
+    for index, (n, line) in enumerate(_read_lines(wl_path) if wl_path.exists() else []):
+        try:
+            tasks[index] = task_id_of(ms.database.Workload.from_json(json.loads(line)).mod)
+        except Exception as e:
+            raise TclError(f"{wl_path}:{n}: malformed workload ({_first_line(e)}); refusing to "
+                           "add records to a database that cannot be read back") from None
+    have = set()
+    for n, line in _read_lines(rec_path):
+        try:
+            index, (trace_obj, *_rest) = json.loads(line)
+            have.add((tasks[int(index)], canonical_trace_json(trace_obj)))
+        except Exception as e:
+            raise TclError(f"{rec_path}:{n}: malformed tuning record ({_first_line(e)}); "
+                           "refusing to add records to a database that cannot be read back") \
+                from None
+    return have
+
+
 def export_database(paths: Paths, device: Device, out_dir: str | Path,
-                    task_ids: list[str] | None = None) -> int:
-    """Write the device's ok records as a JSONDatabase in ``out_dir``; returns records written."""
+                    task_ids: list[str] | None = None) -> Exported:
+    """Write the device's ok records as a JSONDatabase in ``out_dir``.
+
+    A directory that already holds a database is merged into by record: a (task, trace)
+    already there is not written again, so exporting twice adds nothing the second time."""
     import tvm
     from tvm import s_tir
 
     from .catalog import Catalog
+    from .locks import locked, path_key
 
     ms = meta_schedule()
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise TclError(f"export target {out_dir} is a file; give a directory (new or holding "
+                       f"a JSONDatabase: {WORKLOAD_FILE}, {RECORD_FILE})")
     cat = Catalog(paths, in_memory=True)
     where = "" if task_ids is None else "AND r.task_id IN (SELECT unnest($tids))"
     frame = cat.con.sql(
         f"SELECT r.task_id, r.trace_json, r.latencies, t.workload_json FROM records r "
-        f"JOIN tasks t USING (task_id) WHERE r.device = $dev AND r.status = 'ok' {where} "
-        f"ORDER BY r.task_id",
+        f"JOIN (SELECT DISTINCT ON (task_id) * FROM tasks) t USING (task_id) "
+        f"WHERE r.device = $dev AND r.status = 'ok' {where} ORDER BY r.task_id, r.record_id",
         params={"dev": device.name, **({"tids": task_ids} if task_ids else {})}).pl()
     cat.close()
-    db = ms.database.JSONDatabase(path_workload=str(out_dir / WORKLOAD_FILE),
-                                  path_tuning_record=str(out_dir / RECORD_FILE),
-                                  allow_missing=True)
-    target = device.tvm_target()
-    count = 0
-    for (tid,), group in frame.group_by(["task_id"], maintain_order=True):
-        mod = tvm.ir.load_json(group["workload_json"][0])
-        wl = db.commit_workload(mod)
-        args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
-        for trace_json, secs in zip(group["trace_json"], group["latencies"]):
-            sch = s_tir.Schedule(mod)
-            s_tir.schedule.Trace.apply_json_to_schedule(json.loads(trace_json), sch)
-            db.commit_tuning_record(ms.database.TuningRecord(sch.trace, wl, list(secs), target, args))
-            count += 1
-    return count
+    out_dir.mkdir(parents=True, exist_ok=True)
+    done = Exported()
+    with locked(paths, "export", path_key(out_dir), what=f"export directory {out_dir}"):
+        have = _existing_records(out_dir)
+        db = ms.database.JSONDatabase(path_workload=str(out_dir / WORKLOAD_FILE),
+                                      path_tuning_record=str(out_dir / RECORD_FILE),
+                                      allow_missing=True)
+        target = device.tvm_target()
+        for (tid,), group in frame.group_by(["task_id"], maintain_order=True):
+            new = [(t, secs) for t, secs in zip(group["trace_json"], group["latencies"])
+                   if (tid, t) not in have]
+            done.present += len(group) - len(new)
+            if not new:
+                continue
+            mod = tvm.ir.load_json(group["workload_json"][0])
+            wl = db.commit_workload(mod)
+            args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+            for trace_json, secs in new:
+                sch = s_tir.Schedule(mod)
+                s_tir.schedule.Trace.apply_json_to_schedule(json.loads(trace_json), sch)
+                db.commit_tuning_record(
+                    ms.database.TuningRecord(sch.trace, wl, list(secs), target, args))
+                done.written += 1
+    return done
 
 
 def _first_line(e: Exception) -> str:

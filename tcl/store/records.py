@@ -9,12 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import polars as pl
 import pyarrow.parquet as pq
@@ -90,7 +92,63 @@ class CorruptFile:
     reason: str
 
     def __str__(self) -> str:
-        return f"corrupt Parquet file {self.path}: {self.reason}"
+        return f"unusable record file {self.path}: {self.reason}"
+
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def safe_component(name: str, what: str) -> str:
+    """``name`` if it can be one path component under the data root, else a TclError: a device
+    name or task id never walks out of the store (``..``, ``/``, empty)."""
+    if not isinstance(name, str) or not _SAFE_NAME.fullmatch(name) or ".." in name:
+        raise TclError(f"invalid {what} {name!r}: expected letters, digits, '.', '-' and '_' "
+                       "(no path separators)")
+    return name
+
+
+def check_record_file(path: Path) -> str | None:
+    """Why the record file ``path`` cannot be used (None when it can): an unreadable footer, a
+    foreign schema (columns or types other than RECORD_SCHEMA), data pages that do not decode,
+    or values no writer of tcl produces. Every reader of the store goes through this."""
+    try:
+        schema = pl.read_parquet_schema(path)
+    except Exception as e:  # pyarrow/polars raise several types for a bad footer
+        return f"not a readable Parquet file ({_first_line(e)})"
+    missing = [c for c in RECORD_SCHEMA if c not in schema]
+    extra = [c for c in schema if c not in RECORD_SCHEMA]
+    wrong = [f"{c} is {schema[c]}, expected {t}" for c, t in RECORD_SCHEMA.items()
+             if c in schema and schema[c] != t]
+    if missing or extra or wrong:
+        short = lambda cols: ", ".join(cols[:4]) + (", ..." if len(cols) > 4 else "")  # noqa: E731
+        parts = ([f"missing columns {short(missing)}"] if missing else []) + \
+                ([f"unknown columns {short(extra)}"] if extra else []) + wrong
+        return "foreign schema: " + "; ".join(parts[:3])
+    try:
+        frame = pl.read_parquet(path)  # every column: corruption may sit in any page
+    except Exception as e:
+        return f"corrupt data ({_first_line(e)})"
+    if frame["record_id"].null_count():
+        return "records without record_id"
+    bad = frame.filter(~pl.col("status").is_in(STATUSES))
+    if len(bad):
+        return f"status {bad['status'][0]!r} is not one of {STATUSES}"
+    return None
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:200] if text else type(e).__name__
+
+
+_warned: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """Print a warning to stderr once per process (a skipped file is named once per command)."""
+    if message not in _warned:
+        _warned.add(message)
+        print(f"warning: {message}", file=sys.stderr)
 
 
 class RecordStore:
@@ -99,17 +157,20 @@ class RecordStore:
     ``retired=True`` opens the records taken out of use by :meth:`retire` instead.
     """
 
-    def __init__(self, paths: Paths | None = None, retired: bool = False):
+    def __init__(self, paths: Paths | None = None, retired: bool = False,
+                 warn: Callable[[str], None] | None = warn_once):
         self.paths = paths or Paths.default()
         self.retired = retired
-        self._checked: dict[tuple[str, int, float], str | None] = {}
+        self.warn = warn  # where skipped files are named (None: silent, the caller reports)
+        self._checked: dict[str, list] | None = None
 
     @property
     def root(self) -> Path:
         return self.paths.retired_dir if self.retired else self.paths.records_dir
 
     def partition(self, device: str, task_id: str) -> Path:
-        return self.root / f"device={device}" / f"task={task_id}"
+        return (self.root / f"device={safe_component(device, 'device name')}"
+                / f"task={safe_component(task_id, 'task id')}")
 
     def append(self, rows: Iterable[dict]) -> list[Path]:
         """Write ``rows`` as new partition files (one per device and task); returns the files."""
@@ -127,36 +188,76 @@ class RecordStore:
         return written
 
     def files(self, device: str | None = None) -> list[Path]:
-        base = self.root / f"device={device}" if device else self.root
+        base = self.root / f"device={safe_component(device, 'device name')}" if device \
+            else self.root
         if not base.exists():
             return []
         return sorted(p for p in base.rglob("part-*.parquet"))
 
     def check(self, files: list[Path]) -> tuple[list[Path], list[CorruptFile]]:
-        """Split ``files`` into readable ones and corrupt ones (footer/metadata unreadable)."""
-        good, bad = [], []
+        """Split ``files`` into usable ones and unusable ones (see :func:`check_record_file`).
+
+        Record files are written once and never changed, so a verdict is cached under
+        ``<root>/.cache`` by path, size and mtime: the next command reads only new files.
+        """
+        cache = self._load_cache()
+        good, bad, changed = [], [], False
         for f in files:
-            st = f.stat()
-            key = (str(f), st.st_size, st.st_mtime)
-            if key not in self._checked:
-                try:
-                    pq.read_metadata(f)
-                    self._checked[key] = None
-                except Exception as e:  # pyarrow raises ArrowInvalid/OSError for bad footers
-                    self._checked[key] = str(e).splitlines()[0]
-            reason = self._checked[key]
-            (good.append(f) if reason is None else bad.append(CorruptFile(f, reason)))
+            try:
+                st = f.stat()
+            except FileNotFoundError:  # retired or removed since it was listed
+                continue
+            key, stamp = str(f.relative_to(self.paths.root)), [st.st_size, st.st_mtime_ns]
+            entry = cache.get(key)
+            if entry is None or entry[:2] != stamp:
+                entry = stamp + [check_record_file(f)]
+                cache[key], changed = entry, True
+            if entry[2] is None:
+                good.append(f)
+            else:
+                bad.append(CorruptFile(f, entry[2]))
+        if changed:
+            self._save_cache(cache)
         return good, bad
+
+    def usable(self, files: list[Path]) -> list[Path]:
+        """The usable ``files``; each unusable one is named through ``warn`` and skipped."""
+        good, bad = self.check(files)
+        for b in bad:
+            if self.warn:
+                self.warn(f"skipped {b}")
+        return good
+
+    @property
+    def _cache_file(self) -> Path:
+        return self.paths.root / ".cache" / "record-files.json"
+
+    def _load_cache(self) -> dict[str, list]:
+        if self._checked is None:
+            try:
+                self._checked = json.loads(self._cache_file.read_text())
+                assert isinstance(self._checked, dict)
+            except (OSError, ValueError, AssertionError):  # none yet, or damaged: check again
+                self._checked = {}
+        return self._checked
+
+    def _save_cache(self, cache: dict[str, list]) -> None:
+        f = self._cache_file
+        try:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            tmp = f.with_name(f".tmp-{uuid.uuid4().hex}-{f.name}")
+            tmp.write_text(json.dumps(cache))
+            os.replace(tmp, f)
+        except OSError:  # a read-only or full disk: the cache is only a speed-up
+            pass
 
     def read(self, device: str | None = None, task_id: str | None = None,
              columns: list[str] | None = None) -> pl.DataFrame:
-        """Records (deduplicated by record_id); corrupt files raise a TclError naming them."""
+        """Records (deduplicated by record_id); unusable files are named and skipped."""
         files = self.files(device)
         if task_id is not None:
             files = [f for f in files if f.parent.name == f"task={task_id}"]
-        good, bad = self.check(files)
-        if bad:
-            raise TclError("; ".join(map(str, bad)))
+        good = self.usable(files)
         if not good:
             return pl.DataFrame(schema={c: RECORD_SCHEMA[c] for c in (columns or RECORD_SCHEMA)})
         frame = pl.concat([pl.read_parquet(f, columns=columns) for f in good], how="vertical_relaxed")
@@ -181,10 +282,8 @@ class RecordStore:
         if before.tzinfo is None:
             raise TclError(f"retire: 'before' must carry a time zone (got {before}), "
                            "e.g. 2026-11-29T21:00+00:00")
-        good, bad = self.check(self.files(device))
-        if bad:
-            raise TclError("; ".join(map(str, bad)))
         out = Retired()
+        good = self.usable(self.files(device))  # an unusable file stays where it is, named
         for f in good:
             times = pl.read_parquet(f, columns=["measured_at"])["measured_at"]
             if times.is_empty() or times.max() >= before:

@@ -1,0 +1,88 @@
+"""Stopping a measurement cleanly: signals, and failures that are not the program's.
+
+Inside :class:`StopGuard`, SIGINT and SIGTERM do not raise: they record the signal and kill the
+worker processes started inside the guard (MetaSchedule's builder and runner pools), again and
+again until the guard exits, so a build or run in flight returns at once. The collector then
+keeps the finished measurements, drops what the signal cut short (not a program error) and
+raises :class:`Interrupted`. A second signal raises KeyboardInterrupt at once.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+
+import psutil
+
+from ..config import TclError
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(TclError):
+    """A run stopped by a signal; the message says what was kept. ``exit_code`` = 128 + signal."""
+
+    def __init__(self, signum: int, message: str):
+        super().__init__(message)
+        self.signum = signum
+        self.exit_code = 128 + signum
+
+
+class InfrastructureFailure(TclError):
+    """The runner, the RPC session or the tracker failed: nothing about the programs is known."""
+
+
+class StopGuard:
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._done = threading.Event()
+        self._old: dict[int, object] = {}
+        self._before: set[int] = set()
+
+    @property
+    def interrupted(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def signal_name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum else ""
+
+    def __enter__(self) -> "StopGuard":
+        self._before = {c.pid for c in _children()}
+        if threading.current_thread() is threading.main_thread():
+            self._old = {s: signal.signal(s, self._handle) for s in SIGNALS}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        for s, old in self._old.items():
+            signal.signal(s, old)
+        self.kill_workers(wait=True)
+
+    def _handle(self, signum: int, _frame) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt
+        self.signum = signum
+        threading.Thread(target=self._keep_killing, daemon=True).start()
+
+    def _keep_killing(self) -> None:
+        # Pools restart a dead worker for their next job: keep killing until the loop stops.
+        while not self._done.wait(0.05):
+            self.kill_workers()
+
+    def kill_workers(self, wait: bool = False) -> None:
+        """Kill the processes started since the guard was entered (and their children)."""
+        procs = [c for c in _children() if c.pid not in self._before]
+        for p in procs:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        if wait and procs:
+            psutil.wait_procs(procs, timeout=5)
+
+
+def _children() -> list[psutil.Process]:
+    try:
+        return psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return []

@@ -1,0 +1,211 @@
+"""The store cannot be damaged by accident: read-only queries, one device per name, and record
+files that are unusable (foreign schema, wrong types, corrupt pages) named and skipped by every
+reader. Fast: no builds, no measurements (those are in test_reliability.py)."""
+import json
+
+import duckdb
+import polars as pl
+import pytest
+
+from tcl.config import TclError
+from tcl.device import DeviceRegistry, MeasureSettings
+from tcl.store.catalog import Catalog, check_read_only, query
+from tcl.store.records import RECORD_SCHEMA, RecordStore, check_record_file
+from test_store import rows
+
+
+@pytest.fixture
+def stored(paths):
+    store = RecordStore(paths)
+    store.append(rows(task="t1", n=3) + rows(task="t2", n=2))
+    return paths, store
+
+
+def count(paths) -> int:
+    return query(paths, "select count(*) as n from records")["n"][0]
+
+
+# ---- queries cannot write -------------------------------------------------------------------
+
+@pytest.mark.parametrize("sql, kind", [
+    ("COPY (SELECT * FROM records) TO '{root}/records/device=cpu-avx2/task=t1/x.parquet'", "COPY"),
+    ("COPY (SELECT 1) TO '/tmp/tcl-should-not-exist.csv'", "COPY"),
+    ("DROP VIEW records", "DROP"),
+    ("CREATE TABLE records_raw AS SELECT 1 AS a", "CREATE"),
+    ("ATTACH '{root}/other.duckdb' AS other", "ATTACH"),
+    ("INSTALL httpfs", "LOAD"),
+    ("LOAD json", "LOAD"),
+    ("SET enable_external_access = true", "SET"),
+    ("INSERT INTO devices VALUES ('x', '{{}}', false, 'cpu', '')", "INSERT"),
+    ("EXPORT DATABASE '{root}/dump'", "EXPORT"),
+    ("CALL pragma_version()", "CALL"),
+    ("PRAGMA version", "PRAGMA"),
+])
+def test_writing_statements_are_refused_with_one_line(stored, sql, kind):
+    paths, store = stored
+    before = sorted(p.name for p in paths.root.rglob("*") if ".cache" not in p.parts)
+    with pytest.raises(TclError, match="queries are read-only") as e:
+        query(paths, sql.format(root=paths.root))
+    assert "\n" not in str(e.value) and kind in str(e.value)
+    after = sorted(p.name for p in paths.root.rglob("*") if ".cache" not in p.parts)
+    assert after == before and count(paths) == 5
+
+
+def test_reads_outside_the_data_root_and_hidden_writes_are_refused(stored, tmp_path):
+    paths, _ = stored
+    with pytest.raises(TclError, match="disabled by configuration"):
+        query(paths, "select * from read_csv('/etc/passwd')")
+    with pytest.raises(TclError, match="single SELECT"):
+        query(paths, f"select * from query('copy (select 1) to ''{paths.root}/x.csv''')")
+    with pytest.raises(TclError, match="one statement at a time"):
+        query(paths, "select 1; drop view records")
+    with pytest.raises(TclError, match="empty query"):
+        query(paths, "  ;  ")
+    assert not (paths.root / "x.csv").exists() and count(paths) == 5
+
+
+def test_select_pivot_describe_and_show_still_work(stored):
+    paths, _ = stored
+    assert len(query(paths, "pivot records on status using count(*) group by device")) == 1
+    assert "column_name" in query(paths, "describe records").columns
+    assert "records" in query(paths, "show tables")["name"].to_list()
+    assert check_read_only("with a as (select 1) select * from a")
+
+
+def test_a_damaged_catalog_file_rebuilds_itself(stored):
+    paths, _ = stored
+    count(paths)  # the catalog file exists now
+    con = duckdb.connect(str(paths.catalog_file))  # someone breaks it with another client
+    con.execute("DROP VIEW records")
+    con.execute("DROP VIEW records_raw")
+    con.execute("CREATE TABLE records_raw AS SELECT 1 AS a")
+    con.close()
+    assert count(paths) == 5
+    cat = Catalog(paths)  # the file itself serves other clients again
+    assert cat.sql("select count(*) n from records")["n"][0] == 5
+    cat.close()
+    paths.catalog_file.write_bytes(b"this is not a duckdb file at all" * 100)
+    assert count(paths) == 5
+
+
+# ---- one device per name --------------------------------------------------------------------
+
+ZEN3 = {"kind": "llvm", "mcpu": "znver3", "num-cores": 2}
+
+
+def test_the_same_definition_again_is_a_no_op(paths):
+    reg = DeviceRegistry(paths)
+    reg.add("zen3", ZEN3)
+    text = paths.devices_file.read_text()
+    assert reg.is_registered("zen3", json.dumps(ZEN3))
+    reg.add("zen3", json.dumps(ZEN3))
+    assert paths.devices_file.read_text() == text
+
+
+@pytest.mark.parametrize("change", [
+    {"target": {**ZEN3, "mcpu": "haswell"}},
+    {"measure": MeasureSettings(repeat=5)},
+    {"rpc_key": "board", "tracker": "127.0.0.1:9190"},
+])
+def test_another_definition_under_a_name_is_refused_naming_both(paths, change):
+    reg = DeviceRegistry(paths)
+    reg.add("zen3", ZEN3)
+    kwargs = {"target": ZEN3, **change}
+    with pytest.raises(TclError, match="already registered as") as e:
+        reg.add("zen3", **kwargs)
+    assert "znver3" in str(e.value) and "refusing to redefine" in str(e.value)
+    assert reg.get("zen3").target == ZEN3
+
+
+def test_replacement_is_explicit_and_refused_once_there_are_records(paths):
+    reg = DeviceRegistry(paths)
+    reg.add("zen3", ZEN3)
+    new = {**ZEN3, "mcpu": "znver2"}
+    assert reg.add("zen3", new, replace=True).target == new
+    RecordStore(paths).append(rows(device="zen3", n=1))
+    with pytest.raises(TclError, match="has records"):
+        reg.add("zen3", ZEN3, replace=True)
+    assert reg.get("zen3").target == new
+
+
+@pytest.mark.parametrize("settings", [{"repeat": 0}, {"number": -1}, {"timeout_sec": 0},
+                                      {"min_repeat_ms": 10**9}])
+def test_measurement_settings_have_ranges(settings):
+    with pytest.raises(TclError, match="measurement setting"):
+        MeasureSettings(**settings)
+
+
+# ---- every record file read the same way ----------------------------------------------------
+
+def foreign_schema(path):
+    pl.DataFrame({"a": [1, 2], "b": ["x", "y"]}).write_parquet(path)
+
+
+def wrong_types(path):
+    frame = pl.DataFrame(rows(task="t3", n=2), schema=RECORD_SCHEMA)
+    frame.with_columns(pl.col("build_secs").cast(pl.Utf8)).write_parquet(path)
+
+
+def corrupt_inside(path):
+    """Valid footer, damaged data pages: only decoding the pages finds it."""
+    frame = pl.DataFrame(rows(task="t3", n=200), schema=RECORD_SCHEMA)
+    frame.write_parquet(path, compression="zstd", statistics=False)
+    data = bytearray(path.read_bytes())
+    for i in range(200, len(data) // 2, 7):  # well inside the first column chunks
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def truncated(path):
+    pl.DataFrame(rows(task="t3", n=2), schema=RECORD_SCHEMA).write_parquet(path)
+    path.write_bytes(path.read_bytes()[:-30])
+
+
+def bad_status(path):
+    frame = pl.DataFrame(rows(task="t3", n=2), schema=RECORD_SCHEMA)
+    frame.with_columns(pl.lit("fine").alias("status")).write_parquet(path)
+
+
+DAMAGE = [foreign_schema, wrong_types, corrupt_inside, truncated, bad_status]
+
+
+@pytest.mark.parametrize("damage", DAMAGE, ids=lambda f: f.__name__)
+def test_an_unusable_record_file_is_named_and_skipped_by_every_reader(stored, damage, tmp_path):
+    from tcl.dataset import measured
+    from tcl.measure.collect import measured_throughput
+
+    paths, _ = stored
+    bad = paths.records_dir / "device=cpu-avx2" / "task=t3" / "part-bad.parquet"
+    bad.parent.mkdir(parents=True)
+    damage(bad)
+    assert check_record_file(bad) is not None
+    named = []
+    assert len(RecordStore(paths, warn=named.append).read()) == 5             # collect, plan
+    assert len(query(paths, "select * from records", warn=named.append)) == 5  # query
+    assert len(measured(paths, "cpu-avx2")) == 5                              # train, featurize
+    measured_throughput(RecordStore(paths, warn=named.append), "cpu-avx2")
+    from datetime import datetime, timezone
+
+    done = RecordStore(paths, warn=named.append).retire(                     # retire
+        "cpu-avx2", datetime(2000, 1, 1, tzinfo=timezone.utc), "test", dry_run=True)
+    assert done.records == 0
+    assert named and all(str(bad) in n for n in named)
+    assert bad.exists()  # left where it is, for a person to look at
+
+
+def test_every_verdict_is_cached_and_a_changed_file_is_checked_again(stored):
+    paths, store = stored
+    f = store.files()[0]
+    assert store.check([f])[1] == []
+    cache = json.loads((paths.root / ".cache" / "record-files.json").read_text())
+    assert any(k.endswith(f.name) for k in cache)
+    f.write_bytes(b"garbage")
+    assert len(RecordStore(paths, warn=None).check([f])[1]) == 1
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "", "..", "x" * 200])
+def test_names_never_walk_out_of_the_store(paths, name):
+    with pytest.raises(TclError, match="invalid"):
+        RecordStore(paths).partition(name, "t1")
+    with pytest.raises(TclError):
+        DeviceRegistry(paths).add(name, ZEN3)
