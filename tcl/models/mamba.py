@@ -175,7 +175,7 @@ class MambaNet(CostNet):
         self.norm_f = nn.LayerNorm(d_model)
         self.head = nn.Sequential(nn.Linear(d_model, d_model), nn.SiLU(), nn.Linear(d_model, 1))
 
-    def forward(self, b: Batch) -> Tensor:
+    def embed(self, b: Batch) -> Tensor:
         rows, prog, pos = [], [], []
         lengths = torch.zeros(b.n, dtype=torch.int64, device=b.group.device)
         if "stores" in self.needs:   # a program's store rows come first, then its tokens
@@ -201,7 +201,10 @@ class MambaNet(CostNet):
             pooled = (x * mask).sum(0)
             if self.pool == "mean":
                 pooled = pooled / lengths.clamp(min=1).unsqueeze(-1).to(x.dtype)
-        return self.head(self.norm_f(pooled)).squeeze(-1)
+        return self.norm_f(pooled)
+
+    def forward(self, b: Batch) -> Tensor:
+        return self.head(self.embed(b)).squeeze(-1)
 
 
 class MambaModel(NeuralCostModel):

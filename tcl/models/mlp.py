@@ -25,12 +25,14 @@ class SegmentSumMLP(CostNet):
         self.l1 = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU())
         self.decoder = nn.Linear(hidden, 1)
 
-    def forward(self, b: Batch) -> Tensor:
+    def embed(self, b: Batch) -> Tensor:
         encoded = self.segment_encoder(b.stores)
         x = encoded.new_zeros(b.n, encoded.shape[1]).index_add_(0, b.store_prog, encoded)
         x = self.l0(x) + x
-        x = self.l1(x) + x
-        return self.decoder(x).squeeze(-1)
+        return self.l1(x) + x
+
+    def forward(self, b: Batch) -> Tensor:
+        return self.decoder(self.embed(b)).squeeze(-1)
 
 
 class TenSetMLP(NeuralCostModel):

@@ -163,6 +163,11 @@ class CostNet(nn.Module):
     @abstractmethod
     def forward(self, batch: Batch) -> Tensor: ...
 
+    def embed(self, batch: Batch) -> Tensor:
+        """(n, width) pooled representation before the scoring head (samplers measure
+        representativeness and diversity in it)."""
+        raise NotImplementedError(f"{type(self).__name__} has no pooled representation")
+
     def seq_lengths(self, ps: ProgramSet) -> np.ndarray:
         """Rows per program the net will read (for ordering programs to minimize padding)."""
         total = np.zeros(len(ps), np.int64)
@@ -358,6 +363,20 @@ class NeuralCostModel(CostModel):
         with torch.inference_mode():
             for index in self._chunks(programs):
                 out[index] = self.net(self.net.batch(programs, index)).float().cpu().numpy()
+        return out
+
+    def embed(self, programs: ProgramSet) -> np.ndarray:
+        """float32 (n, width): each program's pooled hidden state before the scoring head, in
+        the batches ``predict`` uses (``tcl.samplers.embedding`` reads it)."""
+        check_programs(programs, False, "programs to embed")
+        out: np.ndarray | None = None
+        self.net.eval()
+        with torch.inference_mode():
+            for index in self._chunks(programs):
+                rows = self.net.embed(self.net.batch(programs, index)).float().cpu().numpy()
+                if out is None:
+                    out = np.empty((len(programs), rows.shape[1]), np.float32)
+                out[index] = rows
         return out
 
     def validation_error(self, programs: ProgramSet) -> float:

@@ -40,7 +40,8 @@ class TLPNet(CostNet):
                                  for _ in range(res_blocks))
         self.decoder = mlp([width, *decoder, 1], last_relu=False)
 
-    def forward(self, b: Batch) -> Tensor:
+    def tokens(self, b: Batch) -> tuple[Tensor, Tensor]:
+        """Per-token states (n, length, width) before the decoder, and the real-token mask."""
         rows = self.encoder(torch.cat([self.kind_embed(b.token_ids), b.token_vals], dim=1))
         length = int(b.n_tokens.max())
         x = padded(rows, b.token_prog, b.token_pos, b.n, length)
@@ -50,7 +51,18 @@ class TLPNet(CostNet):
         x = self.attention(x, x, x, key_padding_mask=key_pad, need_weights=False)[0] + x
         for layer in self.res:
             x = layer(x) + x
+        return x, mask
+
+    def forward(self, b: Batch) -> Tensor:
+        x, mask = self.tokens(b)
         return (self.decoder(x).squeeze(-1) * mask).sum(1)
+
+    def embed(self, b: Batch) -> Tensor:
+        """The mean token state: TLP decodes each token and sums, so it has no pooled state of
+        its own; the mean of what the decoder reads stands in for one."""
+        x, mask = self.tokens(b)
+        m = mask.unsqueeze(-1).to(x.dtype)
+        return (x * m).sum(1) / m.sum(1).clamp(min=1)
 
 
 class TLPModel(NeuralCostModel):
