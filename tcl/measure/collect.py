@@ -31,7 +31,7 @@ from ..store.locks import make_lock, try_lock
 from ..store.records import RecordStore, now_utc, record_id
 from ..tvm_compat import meta_schedule
 from .builder import local_builder
-from .interrupt import InfrastructureFailure, Interrupted, StopGuard
+from .interrupt import InfrastructureFailure, Interrupted, StopGuard, shielded
 from .runner import make_runner, runner_device_type, tracker_problem
 
 DEFAULT_RECORDS_PER_SEC = 3.0  # measured on the 2-core reference machine (environment notes)
@@ -187,7 +187,7 @@ def _measure_batch(device: Device, jobs: list[Job], builder, runner,
         run_slots.append((job, res.artifact_path))
     t0 = time.perf_counter()
     futures = runner.run(run_inputs) if run_inputs else []
-    results = [f.result() for f in futures]
+    results = _results(futures, rpc_answer_secs(device))
     stats.run_secs += time.perf_counter() - t0
     for (job, artifact), res in zip(run_slots, results):
         if res.error_msg:
@@ -197,6 +197,40 @@ def _measure_batch(device: Device, jobs: list[Job], builder, runner,
             rows.append(row(job, "ok", None, [float(s) for s in res.run_secs], per_build))
         shutil.rmtree(Path(artifact).parent, ignore_errors=True)  # the builder's temp dir
     return rows
+
+
+@dataclass
+class _NoAnswer:
+    """A runner result standing in for one that never came (an RPC session that hangs)."""
+
+    error_msg: str
+    run_secs: None = None
+
+
+def rpc_answer_secs(device: Device) -> float:
+    """How long one remote measurement may take before the RPC link counts as failed.
+    MetaSchedule's RPCRunner waits forever on a server the tracker still lists but that is
+    gone; a program's own slowness is bounded by the session timeout well before this."""
+    return 3 * device.measure.timeout_sec + 10
+
+
+def _results(futures: list, answer_secs: float) -> list:
+    """The futures' results; an RPC future with no answer in ``answer_secs`` (each, in turn)
+    fails, and so do the rest of the batch, as infrastructure failures."""
+    import concurrent.futures
+
+    out, gone = [], None
+    for f in futures:
+        if gone is None and hasattr(f, "future"):  # RPCRunnerFuture: a concurrent future inside
+            try:
+                f.future.result(timeout=answer_secs)
+            except concurrent.futures.TimeoutError:
+                gone = (f"RPCRunner: the RPC session gave no answer within {answer_secs:.0f}s "
+                        "(server gone or unreachable)")
+            except Exception:  # the future's own error: RPCRunnerFuture.result() words it
+                pass
+        out.append(_NoAnswer(gone) if gone else f.result())
+    return out
 
 
 class _TaskLocks:
@@ -300,8 +334,8 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
                     raise InfrastructureFailure(_infra_message(device, problem, stats))
                 if runner is None:
                     builder = builder or local_builder()
-                    runner = make_runner(device, **(runner_kwargs or {}))
-                rows = _measure_batch(device, batch, builder, runner, stats)
+                    runner = shielded(make_runner, device, **(runner_kwargs or {}))
+                rows = shielded(_measure_batch, device, batch, builder, runner, stats)
                 rows, failure = _keep(rows, device, guard)
                 _store(store, rows, stats, locks, batch)
                 bar.update(len(rows))

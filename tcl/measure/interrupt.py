@@ -86,3 +86,29 @@ def _children() -> list[psutil.Process]:
         return psutil.Process().children(recursive=True)
     except psutil.Error:
         return []
+
+
+def shielded(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` in a thread that blocks SIGINT and SIGTERM, waited for here.
+
+    The worker processes that MetaSchedule's pools start from that thread inherit the blocked
+    signals, so a terminal's Ctrl-C (sent to the whole process group) reaches the collector
+    alone, which then stops them itself (:class:`StopGuard`); they print no traceback of
+    their own. The calling thread keeps receiving signals meanwhile.
+    """
+    result: dict = {}
+
+    def run() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        try:
+            result["value"] = fn(*args, **kwargs)
+        except BaseException as e:  # handed to the caller below
+            result["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True, name="tcl-measure")
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.2)
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")

@@ -157,12 +157,23 @@ def build_zoo(paths: Paths, networks: list[str] | None = None,
     networks.parquet is in tasks.parquet), so an interrupted build keeps what it finished.
     Returns (tasks, networks), the whole tables.
     """
+    from ..store.locks import locked
+
     todo = instances if instances is not None else zoo_instances(networks)
     tasks, nets = load_tasks(paths), load_networks(paths)
     done = set(nets["network_key"].unique().to_list())
-    todo = [i for i in todo if i.key not in done]
-    if not todo:
+    if all(i.key in done for i in todo):
         print(f"zoo: all instances already extracted ({len(tasks)} tasks)", flush=True)
+        return tasks, nets
+    # Concurrent builds on one data root take turns, so neither overwrites the other's tables.
+    with locked(paths, "zoo", timeout=3600, what="the zoo"):
+        return _extend_zoo(paths, todo)
+
+
+def _extend_zoo(paths: Paths, todo: list[NetworkInstance]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    tasks, nets = load_tasks(paths), load_networks(paths)  # again, under the lock
+    done = set(nets["network_key"].unique().to_list())
+    todo = [i for i in todo if i.key not in done]
     for n, inst in enumerate(todo, 1):
         start = time.perf_counter()
         rows = extract_tasks(inst)

@@ -1,0 +1,186 @@
+"""No traceback reaches a user: the CLI over a table of bad inputs and faults. Each exits
+non-zero with one line naming the problem, or succeeds with a stated no-op. Runs in-process
+(an uncaught exception fails the test just as a traceback would)."""
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tcl.cli import main
+from tcl.store.records import RecordStore
+from test_store import rows
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = yaml.safe_load((ROOT / "tests" / "tiny_params.yaml").read_text())
+ZEN3 = json.dumps({"kind": "llvm", "mcpu": "znver3", "num-cores": 2})
+
+
+def params_file(tmp_path: Path, edit) -> str:
+    raw = json.loads(json.dumps(TINY))
+    raw["data"] = str(tmp_path / "data")
+    edit(raw)
+    f = tmp_path / "params.yaml"
+    f.write_text(yaml.safe_dump(raw))
+    return str(f)
+
+
+def setup_file(tmp_path):            # a path that is a file, not a directory
+    f = tmp_path / "afile"
+    f.write_text("x")
+    return str(f)
+
+
+def setup_registered(tmp_path):      # zen3 registered once already
+    main(["--data", str(tmp_path / "data"), "device", "add", "zen3", "--target", ZEN3])
+    return None
+
+
+def setup_garbage_db(tmp_path):
+    d = tmp_path / "db"
+    d.mkdir()
+    (d / "database_workload.json").write_text("not json\n")
+    (d / "database_tuning_record.json").write_text("[0, garbage\n")
+    return str(d)
+
+
+def setup_corrupt_registry(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "devices.json").write_text("{not json")
+    return None
+
+
+def setup_corrupt_record(tmp_path):
+    from tcl.config import Paths
+
+    paths = Paths(tmp_path / "data")
+    (f,) = RecordStore(paths).append(rows(n=2))
+    RecordStore(paths).append(rows(task="t2", n=2))
+    f.write_bytes(b"garbage")
+    return None
+
+
+P = "{params}"    # replaced by a params file made from the edit in the case
+F = "{file}"      # replaced by what the case's setup returns
+CASES = [
+    # collect: ranges checked before any work
+    (["collect", "--device", "cpu-avx2", "--programs-per-task", "-5"], "must be [1, 4096]"),
+    (["collect", "--device", "cpu-avx2", "--programs-per-task", "100000"], "must be [1, 4096]"),
+    (["collect", "--device", "cpu-avx2", "--batch-size", "0"], "--batch-size: must be"),
+    (["collect", "--device", "cpu-avx2", "--batch-size", "-1"], "--batch-size: must be"),
+    (["collect", "--device", "cpu-avx2", "--max-tasks", "-3"], "--max-tasks: must be >= 1"),
+    (["collect", "--device", "cpu-avx2", "--max-tasks", "abc"], "expected an integer"),
+    (["collect", "--device", "cpu-avx2", "--seed", "-1"], "--seed: must be"),
+    (["collect", "--device", "cpu-avx2", "--split", "bogus"], "invalid choice"),
+    (["collect", "--device", "tpu-v9"], "unknown device 'tpu-v9'"),
+    (["collect", "--device", "cpu-avx2", "--networks", "resnet19"], "resnet19"),
+    (["collect", "--device", "../../etc"], "unknown device"),
+    # query: read-only, and its own mistakes
+    (["query", ""], "empty query"),
+    (["query", "drop view records"], "queries are read-only"),
+    (["query", "copy (select 1) to 'x.csv'"], "queries are read-only"),
+    (["query", "attach 'x.duckdb'"], "queries are read-only"),
+    (["query", "select * from nowhere"], "query failed"),
+    (["query", "selec 1"], "query failed"),
+    (["query", "select 1; select 2"], "one statement at a time"),
+    (["query", "select * from read_text('/etc/passwd')"], "disabled by configuration"),
+    # export / import
+    (["export", F, "--device", "cpu-avx2"], "is a file", setup_file),
+    (["export", "out", "--device", "nosuch"], "unknown device 'nosuch'"),
+    (["import", "no/such/dir", "--device", "cpu-avx2"], "does not exist"),
+    (["import", F, "--device", "cpu-avx2"], "malformed lines skipped", setup_garbage_db, 0),
+    # the data root
+    (["--data", F, "query", "select 1"], "is a file", setup_file),
+    (["--data", F, "device", "list"], "is a file", setup_file),
+    # devices
+    (["device", "add", "../x", "--target", ZEN3], "invalid device name"),
+    (["device", "add", "x", "--target", "not json"], "not JSON"),
+    (["device", "add", "x", "--target", "{}"], "'kind' key"),
+    (["device", "add", "x", "--target", '{"kind": "llvm", "mcpu": "pentium9"}'],
+     "LLVM does not know CPU"),
+    (["device", "add", "cpu-avx2", "--target", ZEN3], "built-in profile"),
+    (["device", "add", "x", "--target", ZEN3, "--rpc-key", "k"], "both --rpc-key and --tracker"),
+    (["device", "add", "x", "--target", ZEN3, "--rpc-key", "k", "--tracker", "nohost"],
+     "invalid tracker"),
+    (["device", "add", "x", "--target", ZEN3, "--rpc-key", "k", "--tracker", "h:99999"],
+     "port in 1..65535"),
+    (["device", "add", "x", "--target", ZEN3, "--repeat", "0"], "--repeat: must be"),
+    (["device", "add", "x", "--target", ZEN3, "--timeout", "nan"], "--timeout: must lie"),
+    (["device", "add", "zen3", "--target", ZEN3.replace("znver3", "znver2")],
+     "already registered as", setup_registered),
+    (["device", "add", "zen3", "--target", ZEN3], "nothing changed", setup_registered, 0),
+    (["device", "list"], "device registry", setup_corrupt_registry),
+    # retire
+    (["retire", "--device", "cpu-avx2", "--before", "yesterday", "--reason", "x"],
+     "is not an ISO time"),
+    (["retire", "--device", "cpu-avx2", "--before", "2026-11-29T21:00", "--reason", "x"],
+     "time zone"),
+    (["retire", "--device", "../x", "--before", "2026-11-29T21:00Z", "--reason", "x"],
+     "invalid device name"),
+    # datacard
+    (["datacard", "--fraction", "0"], "--fraction: must lie in (0.0, 1.0]"),
+    (["datacard", "--fraction", "2"], "--fraction: must lie"),
+    (["datacard", "--out", F], "is a file", setup_file),
+    # params and stages
+    (["params", "--params", P], "epochs must be an integer in [1",
+     lambda raw: raw["train"]["hyper"]["mamba"].update(epochs=-3)),
+    (["params", "--params", P], "batch_size must be an integer in [1",
+     lambda raw: raw["train"]["hyper"]["mamba"].update(batch_size=0)),
+    (["params", "--params", P], "max_depth must be an integer in [1",
+     lambda raw: raw["train"]["hyper"]["xgb"].update(max_depth=-10)),
+    (["params", "--params", P], "sample.programs_per_task: must be <= 4096",
+     lambda raw: raw["sample"].update(programs_per_task=100000)),
+    (["params", "--params", P], "measure.batch_size: must be >= 1",
+     lambda raw: raw["measure"].update(batch_size=0)),
+    (["params", "--params", P], "unknown device 'tpu'", lambda raw: raw.update(devices=["tpu"])),
+    (["params", "--params", "no/such/params.yaml"], "does not exist"),
+    (["train", "--params", P, "--device", "cpu-avx2", "--model", "mamba"],
+     "epochs must be an integer", lambda raw: raw["train"]["hyper"]["mamba"].update(epochs=0)),
+    (["stage", "measure", "--params", P], "needs --device", lambda raw: None),
+    # the parser itself
+    (["nosuchcommand"], "invalid choice"),
+    ([], "required"),
+    # a corrupt record file: named, skipped, the query still answers
+    (["query", "select count(*) n from records"], "skipped unusable record file",
+     setup_corrupt_record, 0),
+]
+
+
+def run_case(capsys, argv):
+    try:
+        code = main(argv)
+    except SystemExit as e:   # argparse
+        code = e.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: " ".join(c[0])[:60] or "no arguments")
+def test_bad_input_gets_one_line_naming_the_problem(tmp_path, capsys, case):
+    argv, expected, *rest = case
+    setup = rest[0] if rest else None
+    want_code = rest[1] if len(rest) > 1 else None
+    argv = list(argv)
+    if P in argv:
+        argv[argv.index(P)] = params_file(tmp_path, setup)
+    elif setup is not None:
+        made = setup(tmp_path)
+        if F in argv:
+            argv[argv.index(F)] = made
+        capsys.readouterr()
+    if argv and argv[0] != "--data" and "--params" not in argv:
+        argv = ["--data", str(tmp_path / "data")] + argv
+    code, out, err = run_case(capsys, argv)
+    assert "Traceback" not in out + err
+    assert "internal error" not in err, err
+    if want_code == 0:
+        assert code == 0 and expected in out + err, (out, err)
+        return
+    assert code not in (0, None), (code, out, err)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, f"expected one line, got: {err!r}"
+    assert expected in lines[0], lines[0]
+
+
+def test_the_table_is_large_enough():
+    assert len(CASES) >= 40
