@@ -147,6 +147,32 @@ LOSSES = {"lambdarank": lambdarank_loss, "mse": pointwise_loss}
 # training options that take one of a few named values (checked when a model is made)
 CHOICES = {"loss": tuple(LOSSES), "stop_metric": ("pairwise", "loss"),
            "lr_schedule": ("constant", "cosine")}
+# Numeric hyperparameters of every neural model: (type, low, high); a bound of None is open.
+# One table, so `tcl params` and `tcl train` refuse the same values with the same message.
+RANGES: dict[str, tuple[type, float | None, float | None]] = {
+    "lr": (float, 1e-8, 10.0), "weight_decay": (float, 0.0, 1.0), "grad_clip": (float, 1e-6, None),
+    "batch_size": (int, 1, 1 << 20), "epochs": (int, 1, 100_000), "patience": (int, 1, 100_000),
+    "infer_batch": (int, 1, 1 << 22), "infer_rows": (int, 1, 1 << 26), "seed": (int, 0, None),
+    "d_model": (int, 1, 4096), "n_layers": (int, 1, 64), "d_state": (int, 1, 1024),
+    "d_conv": (int, 1, 64), "expand": (float, 0.1, 16.0), "max_stores": (int, 1, 4096),
+    "max_tokens": (int, 1, 4096), "hidden": (int, 1, 1 << 16), "d_embed": (int, 1, 4096),
+    "heads": (int, 1, 64), "res_blocks": (int, 0, 64), "decoder": (int, 1, 1 << 16),
+}
+
+
+def check_ranges(config: dict[str, Any], owner: str) -> None:
+    """Refuse a hyperparameter outside ``RANGES`` (lists, like TLP's ``hidden``, per item)."""
+    for key, value in config.items():
+        if key not in RANGES:
+            continue
+        kind, low, high = RANGES[key]
+        for v in (value if isinstance(value, (list, tuple)) else [value]):
+            ok_type = not isinstance(v, bool) and (isinstance(v, int) if kind is int
+                                                   else isinstance(v, (int, float)))
+            if not ok_type or (low is not None and v < low) or (high is not None and v > high):
+                span = f"[{low}, {high if high is not None else 'inf'}]"
+                raise TclError(f"{owner}: {key} must be {'an integer' if kind is int else 'a number'}"
+                               f" in {span}, got {value!r}")
 
 
 class CostNet(nn.Module):
@@ -249,6 +275,7 @@ class NeuralCostModel(CostModel):
         for key, options in CHOICES.items():
             if self.config[key] not in options:
                 raise TclError(f"{key} must be one of {list(options)}, not {self.config[key]!r}")
+        check_ranges(self.config, type(self).__name__)
         self.device = _device(device)
         with torch.random.fork_rng(devices=[]):   # seeded init without touching the caller's RNG
             torch.manual_seed(self.config["seed"])
