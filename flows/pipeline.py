@@ -1,5 +1,5 @@
 """The whole pipeline, the same steps as dvc.yaml: zoo -> sample -> measure -> featurize ->
-train -> evaluate. Each step is its own flow (a subflow run here)."""
+train -> select -> evaluate. Each step is its own flow (a subflow run here)."""
 from __future__ import annotations
 
 import sys
@@ -11,6 +11,7 @@ from flows.evaluate import evaluate
 from flows.featurize import featurize
 from flows.measure import measure
 from flows.sample import sample
+from flows.select import select
 from flows.train import train
 from flows.zoo import zoo
 from tcl.params import load_params
@@ -25,6 +26,7 @@ def pipeline(params_file: str = "params.yaml") -> dict[str, str]:
     measure(params_file)
     featurize(params_file)
     train(params_file)
+    select(params_file)
     return evaluate(params_file)
 
 

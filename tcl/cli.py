@@ -117,6 +117,8 @@ def cmd_collect(args) -> int:
     device = DeviceRegistry(paths).get(args.device)
     check_runnable(device)
     tasks = _zoo_tasks(paths, args.networks, args.split, args.max_tasks, args.small)
+    if args.select:
+        return _active_collect(args, paths, device, tasks)
     if args.dry_run:
         print(plan(paths, device, tasks, args.programs_per_task).describe())
         return 0
@@ -129,6 +131,53 @@ def cmd_collect(args) -> int:
         print(f"{stats.dropped} programs failed for reasons outside them (runner or RPC) and "
               "were not stored; the next run measures them")
     return 0
+
+
+def _active_collect(args, paths: Paths, device, tasks) -> int:
+    from .measure.active import Selection, plan_active, select_and_measure, teacher_model
+
+    options = {} if args.per_task is None else {"per_task": args.per_task == "yes"}
+    model, name = (None, "none")
+    if args.model:
+        from .models import load_model
+
+        model, name = load_model(args.model), args.model
+    elif args.select in ("rdu", "uncertainty", "representative", "kcenter"):
+        model, name = teacher_model(paths, device.name)
+    if model is None and args.select == "rdu":
+        options["u"] = 0.0  # no model yet: representativeness and diversity only
+        print("select: no trained model of another device to take uncertainty from "
+              "(give --model); selecting by representativeness and diversity only")
+    if model is None and args.select == "uncertainty":
+        raise TclError("--select uncertainty needs a model: give --model PATH (an earlier "
+                       "device's model) or train one first (tcl train)")
+    selection = Selection(args.select, args.budget, args.rounds, options, seed=args.seed)
+    if args.dry_run:
+        print(plan_active(paths, device, tasks, args.programs_per_task, selection).describe())
+        return 0
+    stats = select_and_measure(paths, device, tasks, args.programs_per_task, selection,
+                               model=model, model_name=name, batch_size=args.batch_size)
+    c = stats.collect
+    print(f"selected and measured {c.measured} programs in {len(stats.rounds)} round(s) "
+          f"({c.errors} errors), {c.skipped} measured before; wall {c.wall_secs:.0f}s")
+    return 0
+
+
+def budget_arg(text: str) -> int | float:
+    """``--budget``: a count (an integer >= 1) or a share of the pool (a number in (0, 1])."""
+    try:
+        value: int | float = int(text)
+    except ValueError:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a count or a share, got {text!r}") \
+                from None
+    if isinstance(value, int) and value < 1 or isinstance(value, float) and \
+            not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a count >= 1 or a share in (0, 1], "
+                                         f"got {text}")
+    return value
 
 
 def cmd_featurize(args) -> int:
@@ -247,6 +296,19 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0)
     c.add_argument("--batch-size", type=int_in(1, 4096), default=64)
     c.add_argument("--dry-run", action="store_true", help="print the plan and estimated time")
+    c.add_argument("--select", choices=["rdu", "random", "kcenter", "uncertainty",
+                                        "representative"],
+                   help="measure only what this sampler picks from the pool "
+                        "(--programs-per-task candidates per task)")
+    c.add_argument("--budget", type=budget_arg, default=0.1,
+                   help="with --select: programs to measure, a count or a share of the pool")
+    c.add_argument("--rounds", type=int_in(1, 100), default=1,
+                   help="with --select: later rounds take uncertainty from a model trained on "
+                        "the rounds so far")
+    c.add_argument("--model", help="with --select: a model file for round 0's uncertainty "
+                                   "(default: another device's trained model, if any)")
+    c.add_argument("--per-task", choices=["yes", "no"],
+                   help="with --select: split the budget over tasks by zoo weight first")
     selection(c)
     c.set_defaults(func=cmd_collect)
 

@@ -18,7 +18,8 @@ def cmd_stage(args) -> int:
     if args.data:
         raise TclError("`tcl stage` takes its data root from the params file's `data` key, "
                        "not --data")
-    needs = {"measure": ["device"], "train": ["device", "model"]}.get(args.name, [])
+    needs = {"measure": ["device"], "select": ["device"],
+             "train": ["device", "model"]}.get(args.name, [])
     for opt in needs:
         if getattr(args, opt) is None:
             raise TclError(f"stage {args.name} needs --{opt}")
@@ -38,6 +39,8 @@ def cmd_stage(args) -> int:
                        f"({', '.join(params.devices)})")
     if args.name == "measure":
         pipeline.run_measure(params, args.device, progress=not args.quiet)
+    elif args.name == "select":
+        pipeline.run_select(params, args.device, progress=not args.quiet)
     elif args.name == "train":
         pipeline.run_train(params, args.device, args.model)
     elif args.name in ("sample", "featurize"):
@@ -61,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        ") with every knob read from the params file.")
     s.add_argument("name", choices=STAGES)
     s.add_argument("--params", default=DEFAULT_FILE, help="params file (default: params.yaml)")
-    s.add_argument("--device", help="measure, train: the device")
+    s.add_argument("--device", help="measure, select, train: the device")
     s.add_argument("--model", help="train: the model kind")
     s.add_argument("--dry-run", action="store_true",
                    help="measure: print what is left to measure per task, measure nothing")

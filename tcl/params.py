@@ -52,6 +52,23 @@ class TrainParams:
 
 
 @dataclass(frozen=True)
+class SelectParams:
+    devices: tuple[str, ...]    # measured by selection (active collection), not in full
+    sampler: str                # one of tcl.samplers.SAMPLERS
+    budget: int | float         # a count, or a share of the device's pool (the candidates)
+    rounds: int                 # later rounds: uncertainty from a model of the rounds so far
+    weights: dict[str, float]   # RDU's r, d, u (0 turns a term off)
+    per_task: bool              # split the budget over tasks by zoo weight first
+    teacher: str                # "<device>/<kind>": round 0's model (cold start)
+    seed: int
+
+    @property
+    def options(self) -> dict[str, Any]:
+        extra = dict(self.weights) if self.sampler == "rdu" else {}
+        return {"per_task": self.per_task, **extra}
+
+
+@dataclass(frozen=True)
 class EvaluateParams:
     top_k: tuple[int, ...]
 
@@ -65,6 +82,7 @@ class Params:
     sample: SampleParams
     measure: MeasureParams
     train: TrainParams
+    select: SelectParams
     evaluate: EvaluateParams
 
     @property
@@ -149,7 +167,7 @@ def _show(value: Any) -> str:
     return f"{type(value).__name__} {text[:60]}" if value is not None else "nothing (null)"
 
 
-TOP_KEYS = ("data", "devices", "zoo", "sample", "measure", "train", "evaluate")
+TOP_KEYS = ("data", "devices", "zoo", "sample", "measure", "train", "select", "evaluate")
 
 
 def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
@@ -220,6 +238,8 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     train = TrainParams(models, r.number(t["valid_fraction"], "train.valid_fraction", 0.0, 0.9),
                         r.integer(t["seed"], "train.seed", 0, maximum=2**31 - 1), hyper)
 
+    select = _select_params(r, top["select"], devices, known_devices, train)
+
     e = r.section(top["evaluate"], "evaluate", ("top_k",))
     if not isinstance(e["top_k"], list) or not e["top_k"]:
         raise r.fail("evaluate.top_k", f"expected a non-empty list of integers, "
@@ -227,11 +247,45 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     top_k = tuple(r.integer(k, f"evaluate.top_k[{i}]", 1, maximum=1000)
                   for i, k in enumerate(e["top_k"]))
 
-    params = Params(source.resolve(), data, devices, zoo, sample, measure, train,
+    params = Params(source.resolve(), data, devices, zoo, sample, measure, train, select,
                     EvaluateParams(top_k))
     if check_models:
         check_model_params(params, r)
     return params
+
+
+def _select_params(r: _Reader, raw: Any, devices: tuple[str, ...], known: set[str],
+                   train: TrainParams) -> SelectParams:
+    from .samplers import SAMPLERS
+
+    s = r.section(raw, "select", ("devices", "sampler", "budget", "rounds", "weights",
+                                  "per_task", "teacher", "seed"))
+    chosen = () if s["devices"] == [] else r.names(s["devices"], "select.devices", known,
+                                                    "device")
+    for i, d in enumerate(chosen):
+        if d in devices:
+            raise r.fail(f"select.devices[{i}]", f"device {d!r} is also in devices (measured "
+                                                 "in full); a device is one or the other")
+    if s["sampler"] not in SAMPLERS:
+        raise r.fail("select.sampler", f"unknown sampler {s['sampler']!r} "
+                                       f"(known: {', '.join(SAMPLERS)})")
+    budget = s["budget"]
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or \
+            (isinstance(budget, int) and budget < 1) or \
+            (isinstance(budget, float) and not 0 < budget <= 1):
+        raise r.fail("select.budget", f"expected a count (integer >= 1) or a share of the pool "
+                                      f"(number in (0, 1]), got {_show(budget)}")
+    w = r.section(s["weights"], "select.weights", ("r", "d", "u"))
+    weights = {k: r.number(w[k], f"select.weights.{k}", 0.0, 100.0) for k in ("r", "d", "u")}
+    teacher = s["teacher"]
+    dev, _, kind = str(teacher).partition("/")
+    if not isinstance(teacher, str) or dev not in devices or kind not in train.models:
+        raise r.fail("select.teacher", f"expected DEVICE/KIND of a trained model (a device of "
+                                       f"devices, a kind of train.models), got {_show(teacher)}")
+    return SelectParams(chosen, s["sampler"], budget,
+                        r.integer(s["rounds"], "select.rounds", 1, maximum=100), weights,
+                        r.boolean(s["per_task"], "select.per_task"), teacher,
+                        r.integer(s["seed"], "select.seed", 0, maximum=2**31 - 1))
 
 
 def check_model_params(params: Params, reader: _Reader | None = None) -> None:

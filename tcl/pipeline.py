@@ -19,7 +19,7 @@ import polars as pl
 from .config import TclError
 from .params import Params
 
-STAGES = ("zoo", "sample", "measure", "featurize", "train", "evaluate")
+STAGES = ("zoo", "sample", "measure", "featurize", "train", "select", "evaluate")
 
 
 def _say(msg: str) -> None:
@@ -160,6 +160,32 @@ def run_train(params: Params, device: str, kind: str) -> Path:
     _say(f"train {device} {kind}: " + ", ".join(f"{k} {v}" for k, v in info.items()
                                                  if k not in ("device", "kind")))
     return path
+
+
+def run_select(params: Params, device: str, progress: bool = True):
+    """Active collection on ``device`` (one of ``select.devices``): the sampler picks
+    ``select.budget`` of the device's pool (the sampled candidates of the selected tasks) and
+    only the picks are measured; round 0's model is ``select.teacher``. Resumable."""
+    from .device import DeviceRegistry
+    from .measure.active import Selection, select_and_measure
+    from .models import load_model
+
+    sel = params.select
+    if device not in sel.devices:
+        raise TclError(f"device {device!r} is not in {params.source.name}'s select.devices "
+                       f"({', '.join(sel.devices) or 'none'})")
+    options = sel.options
+    f = params.paths.models_dir / f"{sel.teacher}.model"
+    model = load_model(f) if f.exists() else None
+    if model is None and sel.sampler == "rdu" and options.get("u", 1.0) > 0:
+        _say(f"select {device}: no model {f} yet; selecting without uncertainty")
+        options = {**options, "u": 0.0}
+    selection = Selection(sel.sampler, sel.budget, sel.rounds, options, seed=sel.seed)
+    return select_and_measure(params.paths, DeviceRegistry(params.paths).get(device),
+                              selected_tasks(params), params.sample.programs_per_task,
+                              selection, model=model, batch_size=params.measure.batch_size,
+                              progress=progress, say=_say,
+                              model_name=sel.teacher if model is not None else "none")
 
 
 def run_evaluate(params: Params) -> tuple[pl.DataFrame, dict]:

@@ -160,7 +160,7 @@ def test_measure_through_a_real_tracker_then_it_goes_away(zoo_root, loopback):
                  "--timeout", "2"]
     subprocess.run(add, check=True, timeout=120, capture_output=True)
     device = DeviceRegistry(paths).get("board")
-    time.sleep(1)
+    wait_for(lambda: "cannot reach" not in (tracker_problem(device) or ""), 60, "the tracker")
     assert "no RPC server is registered under key 'loop'" in tracker_problem(device)
     collect = TCL + ["--data", str(zoo_root), "collect", "--device", "board", *ZOO]
 
@@ -236,3 +236,28 @@ def test_concurrent_collections_lose_nothing_and_measure_nothing_twice(paths, tm
     programs = set(query(paths, "select program_id from programs")["program_id"])
     assert set(raw["program_id"]) <= programs, "a measured program's candidate was lost"
     assert len(programs) == 12   # 6 candidates per task: the larger ask extended the file
+
+
+def test_an_interrupted_active_collection_resumes_its_selection(zoo_root):
+    """SIGINT mid-measurement, then the same command: the stored selection is measured, no
+    program is selected or measured twice."""
+    cmd = TCL + ["--data", str(zoo_root), "collect", "--device", "cpu-avx2", *ZOO,
+                 "--programs-per-task", "10", "--select", "kcenter", "--budget", "0.6",
+                 "--batch-size", "2"]
+    paths = Paths(zoo_root)
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: RecordStore(paths, warn=None).files(), 300, "the first batch")
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in out + err, err
+    chosen = query(paths, "select program_id from selections")["program_id"].to_list()
+    assert len(chosen) == 12   # 60% of 2 tasks x 10 candidates, stored before measuring
+    first = raw_records(paths)
+    assert 1 <= len(first) < 12
+    done = subprocess.run(cmd, timeout=900, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert query(paths, "select count(*) n from selections")["n"][0] == 12
+    final = raw_records(paths)
+    assert sorted(final["program_id"]) == sorted(chosen)   # the picks, each once
+    assert set(first["record_id"]) <= set(final["record_id"])

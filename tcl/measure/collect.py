@@ -109,8 +109,10 @@ def measured_throughput(store: RecordStore, device: str) -> float:
     return len(times) / busy if busy > 0 else DEFAULT_RECORDS_PER_SEC
 
 
-def plan(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task: int) -> Plan:
-    """Count what is left to measure, from the stored candidates and records (samples nothing)."""
+def plan(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task: int,
+         program_ids: set[str] | None = None) -> Plan:
+    """Count what is left to measure, from the stored candidates and records (samples nothing).
+    ``program_ids``: measure only these of the candidates (a sampler's selection)."""
     from ..sampling import MAX_PROGRAMS_PER_TASK, load_candidates
 
     if not 1 <= programs_per_task <= MAX_PROGRAMS_PER_TASK:
@@ -121,6 +123,11 @@ def plan(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task: i
     for row in tasks.iter_rows(named=True):
         cands = load_candidates(paths, row["task_id"]).head(programs_per_task)
         done = store.record_ids(device.name, row["task_id"])
+        if program_ids is not None:
+            chosen = cands.filter(pl.col("program_id").is_in(list(program_ids)))
+            todo.append(sum(record_id(device.identity, row["task_id"], t) not in done
+                            for t in chosen["trace_json"]))
+            continue
         measured = sum(record_id(device.identity, row["task_id"], t) in done
                        for t in cands["trace_json"])
         # A task whose design space ran out when sampled has fewer candidates than asked for.
@@ -186,7 +193,9 @@ def _measure_batch(device: Device, jobs: list[Job], builder, runner,
         run_inputs.append(ms.runner.RunnerInput(res.artifact_path, runner_device_type(device), args))
         run_slots.append((job, res.artifact_path))
     t0 = time.perf_counter()
-    futures = runner.run(run_inputs) if run_inputs else []
+    # The Python runner behind TVM's derived-object wrapper: its futures keep their Python
+    # type (through the FFI an RPCRunnerFuture comes back as a bare RunnerFuture).
+    futures = getattr(runner, "_inst", runner).run(run_inputs) if run_inputs else []
     results = _results(futures, rpc_answer_secs(device))
     stats.run_secs += time.perf_counter() - t0
     for (job, artifact), res in zip(run_slots, results):
@@ -261,7 +270,8 @@ class _TaskLocks:
 
 
 def _jobs(paths: Paths, device: Device, plan_: Plan, seed: int, stats: CollectStats,
-          locks: _TaskLocks, say: Callable[[str], None]) -> Iterator[Job]:
+          locks: _TaskLocks, say: Callable[[str], None],
+          program_ids: set[str] | None = None) -> Iterator[Job]:
     """Programs still to measure, task by task (candidates sampled just in time). A task that
     another collection is measuring is skipped and revisited at the end, when its records are
     in the store, so it is measured by one of them only."""
@@ -284,6 +294,8 @@ def _jobs(paths: Paths, device: Device, plan_: Plan, seed: int, stats: CollectSt
                     f"on {device.name}")
                 locks.take(row["task_id"])
             cands = ensure_candidates(paths, row["task_id"], row["workload_json"], n, seed)
+            if program_ids is not None:
+                cands = cands.filter(pl.col("program_id").is_in(list(program_ids)))
             done = store.record_ids(device.name, row["task_id"])  # read under the lock
             traces = [t for t in cands["trace_json"]
                       if record_id(device.identity, row["task_id"], t) not in done]
@@ -299,8 +311,10 @@ def _jobs(paths: Paths, device: Device, plan_: Plan, seed: int, stats: CollectSt
 def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task: int,
             seed: int = 0, batch_size: int = 64, progress: bool = True,
             runner_kwargs: dict | None = None, builder=None,
-            on_batch: Callable[[CollectStats], None] | None = None) -> CollectStats:
+            on_batch: Callable[[CollectStats], None] | None = None,
+            program_ids: set[str] | None = None) -> CollectStats:
     """Measure up to ``programs_per_task`` candidates of each task on ``device``; resumable.
+    ``program_ids``: only these of the candidates (what a sampler selected).
 
     A batch spans tasks: LocalBuilder starts a fresh worker pool per batch, so small tasks
     share one start. ``builder`` is any MetaSchedule Builder (default: LocalBuilder with
@@ -315,7 +329,7 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
     if batch_size < 1:
         raise TclError(f"batch size must be >= 1, got {batch_size}")
     check_runnable(device)
-    the_plan = plan(paths, device, tasks, programs_per_task)
+    the_plan = plan(paths, device, tasks, programs_per_task, program_ids)
     store = RecordStore(paths)
     stats = CollectStats()
     t_start = time.perf_counter()
@@ -327,7 +341,7 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
     guard = StopGuard()
     try:
         with guard:
-            jobs = _jobs(paths, device, the_plan, seed, stats, locks, say)
+            jobs = _jobs(paths, device, the_plan, seed, stats, locks, say, program_ids)
             while not guard.interrupted and (batch := list(islice(jobs, batch_size))):
                 problem = tracker_problem(device)
                 if problem:

@@ -1,4 +1,5 @@
-"""DuckDB over the store: views ``records``, ``programs``, ``tasks``, ``networks``, ``devices``.
+"""DuckDB over the store: views ``records``, ``programs``, ``tasks``, ``networks``, ``devices``,
+``selections`` (which sampler and round chose a program: join records on device, program_id).
 
 The data stays in Parquet; views are defined on every connect from the files that are usable
 (an unusable record file is named and left out, so the rest stays queryable).
@@ -136,6 +137,11 @@ class Catalog:
         cands = sorted(p.candidates_dir.glob("task=*.parquet")) if p.candidates_dir.exists() else []
         if not self._parquet_view("programs", cands):
             self.con.execute(f"CREATE OR REPLACE VIEW programs AS {_empty_select(CANDIDATE_SCHEMA)}")
+        from .selections import SELECTION_SCHEMA, SelectionStore
+
+        if not self._parquet_view("selections", SelectionStore(p).files()):
+            self.con.execute(
+                f"CREATE OR REPLACE VIEW selections AS {_empty_select(SELECTION_SCHEMA)}")
         from .msjson import imported_tasks_file
 
         for name, files in (("tasks", [p.tasks_file, imported_tasks_file(p)]),

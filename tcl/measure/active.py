@@ -1,0 +1,218 @@
+"""Active collection: sample a pool of candidates, featurize it, let a sampler pick the budget,
+measure only the picks; optionally in rounds.
+
+The pool is the candidates (``pool_per_task`` per task) not yet measured on the device; what is
+measured already counts as ``already`` (diversity keeps away from it). Round 0's model (for
+uncertainty and the embedding) is the one given, typically an earlier device's (cold start:
+nothing is measured on the new device yet); each later round's model is trained on the device's
+measurements so far. Every round's selection is written (``tcl.store.selections``) before it is
+measured, so an interrupted run measures the same programs when started again and selects
+nothing twice.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import polars as pl
+
+from ..config import Paths
+from ..device import Device
+from ..store.selections import SelectionStore
+from .collect import CollectStats, collect, measured_throughput
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What to select: the sampler, its keywords (e.g. r/d/u weights), the budget, the rounds."""
+
+    sampler: str = "rdu"
+    budget: int | float = 0.1
+    rounds: int = 1
+    options: dict[str, Any] = field(default_factory=dict)
+    round_model: str = "tenset-mlp"       # trained on the rounds so far, for the next round
+    round_hyper: dict[str, Any] = field(default_factory=lambda: {"epochs": 30})
+    seed: int = 0
+
+    def run_id(self, device: str, pool_per_task: int, task_ids: list[str]) -> str:
+        """One id per (device, selection, pool): the same command resumes the same run."""
+        key = json.dumps([device, self.sampler, self.budget, self.rounds, self.options,
+                          self.round_model, self.seed, pool_per_task, sorted(task_ids)],
+                         sort_keys=True, default=str)
+        return f"{self.sampler}-{self.budget}-r{self.rounds}-" \
+               f"{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+
+
+@dataclass
+class ActivePlan:
+    device: Device
+    run: str
+    pool: int            # unmeasured candidates
+    measured: int        # already measured on the device (of these tasks' candidates)
+    budget: int          # programs to select in all rounds
+    per_round: list[int]
+    selected: int        # already selected by earlier (interrupted) runs of the same run id
+    records_per_sec: float
+
+    @property
+    def eta_secs(self) -> float:
+        return max(0, self.budget - self.selected) / self.records_per_sec
+
+    def describe(self) -> str:
+        return (f"device {self.device.name}: pool {self.pool} unmeasured candidates "
+                f"({self.measured} measured already); budget {self.budget} programs "
+                f"({self.budget / max(self.pool, 1):.1%} of the pool) in {len(self.per_round)} "
+                f"round(s) {self.per_round}; {self.selected} selected earlier (run "
+                f"{self.run}); about {self.eta_secs / 60:.1f} min of measurement at "
+                f"{self.records_per_sec:.1f} records/s")
+
+
+@dataclass
+class ActiveStats:
+    rounds: list[dict] = field(default_factory=list)   # round, selected, measured, errors
+    collect: CollectStats = field(default_factory=CollectStats)
+
+
+def _pool_frame(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task: int,
+                seed: int) -> tuple[pl.DataFrame, set[str]]:
+    """Candidates (sampled and featurized where missing) and the program ids measured on the
+    device, over ``tasks``."""
+    from ..features import featurize, load_features
+    from ..sampling import ensure_candidates
+    from ..store.records import RecordStore
+
+    cands = []
+    for row in tasks.iter_rows(named=True):
+        c = ensure_candidates(paths, row["task_id"], row["workload_json"], pool_per_task, seed)
+        cands.append(c.select("program_id", "task_id"))
+    cands = pl.concat(cands) if cands else pl.DataFrame(schema={"program_id": pl.Utf8,
+                                                                "task_id": pl.Utf8})
+    task_ids = tasks["task_id"].to_list()
+    featurize(paths, task_ids=task_ids, progress=False)
+    feats = load_features(paths, task_ids)
+    frame = cands.join(feats.drop("task_id"), on="program_id", how="inner")
+    done = set(RecordStore(paths).read(device.name, columns=["program_id"])["program_id"])
+    return frame, done
+
+
+def _program_set(frame: pl.DataFrame):
+    from ..dataset import to_program_set
+
+    return to_program_set(frame.sort("task_id", "program_id"), with_labels=False)
+
+
+def plan_active(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task: int,
+                selection: Selection) -> ActivePlan:
+    from ..samplers import parse_budget
+    from ..store.records import RecordStore
+
+    frame, done = _pool_frame(paths, device, tasks, pool_per_task, selection.seed)
+    run = selection.run_id(device.name, pool_per_task, tasks["task_id"].to_list())
+    store = SelectionStore(paths)
+    earlier = [store.read(device.name, run, r) for r in range(selection.rounds)]
+    earlier_ids = set().union(*[set(e["program_id"]) for e in earlier if e is not None])
+    pool = frame.filter(~pl.col("program_id").is_in(list(done | earlier_ids)))
+    unmeasured = len(pool) + len(earlier_ids - done)
+    if all(e is not None for e in earlier):  # a finished (or fully selected) run: as it was
+        per_round = [len(e) for e in earlier]
+        budget = sum(per_round)
+    else:
+        budget = min(parse_budget(selection.budget, unmeasured), unmeasured) if unmeasured else 0
+        per_round = [budget // selection.rounds + (r < budget % selection.rounds)
+                     for r in range(selection.rounds)]
+    measured = int(frame["program_id"].is_in(list(done)).sum())
+    return ActivePlan(device, run, unmeasured, measured, budget, per_round, len(earlier_ids),
+                      measured_throughput(RecordStore(paths), device.name))
+
+
+def select_and_measure(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task: int,
+                       selection: Selection, model=None, batch_size: int = 64,
+                       progress: bool = True, say: Callable[[str], None] = print,
+                       model_name: str = "") -> ActiveStats:
+    """Select ``selection.budget`` of the pool in ``selection.rounds`` rounds and measure the
+    picks on ``device``; resumable (see the module docstring). ``model``: a cost model (or an
+    ensemble) for round 0's uncertainty and embedding; None where the sampler needs none."""
+    from ..samplers import Pool, make_sampler
+
+    the_plan = plan_active(paths, device, tasks, pool_per_task, selection)
+    if the_plan.budget == 0:
+        say(f"select {device.name}: nothing to select: every candidate of the {len(tasks)} "
+            f"tasks is measured on {device.name}")
+        return ActiveStats()
+    say(f"select {the_plan.describe()}")
+    store = SelectionStore(paths)
+    sampler = make_sampler(selection.sampler, on_note=lambda note: say(f"select: {note}"),
+                           **selection.options)
+    weights = dict(zip(tasks["task_id"], tasks["weight"])) if "weight" in tasks.columns else None
+    stats = ActiveStats()
+    current, current_name = model, model_name or ("none" if model is None else "given")
+    for r, k in enumerate(the_plan.per_round):
+        chosen = store.read(device.name, the_plan.run, r)
+        if chosen is None:
+            frame, done = _pool_frame(paths, device, tasks, pool_per_task, selection.seed)
+            earlier = set().union(*[set(store.read(device.name, the_plan.run, q)["program_id"])
+                                    for q in range(r)])
+            # The pool holds the measured candidates too, as ``already``: diversity keeps away
+            # from them, and they are never picked again.
+            taken = (done | earlier) & set(frame["program_id"])
+            k = min(k, len(frame) - len(taken))
+            if k == 0:
+                break
+            if r > 0 and selection.rounds > 1:
+                current, current_name = _round_model(paths, device, tasks, selection, r), \
+                    f"{selection.round_model}@round{r}"
+            ps = _program_set(frame)
+            pool = Pool(ps, task_weights=weights)
+            ids = sampler.select(pool, k, model=current, already=taken, seed=selection.seed + r)
+            task_of = dict(zip(ps.program_ids.astype(str), ps.task_ids.astype(str)))
+            store.write(device.name, the_plan.run, r, ids, [task_of[i] for i in ids],
+                        selection.sampler, current_name)
+            chosen = store.read(device.name, the_plan.run, r)
+        ids = set(chosen["program_id"])
+        part = tasks.join(chosen.select("task_id").unique(), on="task_id", how="semi")
+        got = collect(paths, device, part, pool_per_task, seed=selection.seed,
+                      batch_size=batch_size, progress=progress, program_ids=ids)
+        stats.rounds.append({"round": r, "selected": len(ids), "measured": got.measured,
+                             "errors": got.errors})
+        _add(stats.collect, got)
+        say(f"select {device.name} round {r}: {len(ids)} selected, {got.measured} measured now "
+            f"({got.errors} errors), {got.skipped} measured before")
+    return stats
+
+
+def _add(total: CollectStats, part: CollectStats) -> None:
+    for name in ("measured", "errors", "skipped", "dropped", "build_secs", "run_secs",
+                 "wall_secs"):
+        setattr(total, name, getattr(total, name) + getattr(part, name))
+    for k, v in part.per_status.items():
+        total.per_status[k] = total.per_status.get(k, 0) + v
+
+
+def _round_model(paths: Paths, device: Device, tasks: pl.DataFrame, selection: Selection,
+                 round_: int):
+    """A model trained on the device's measurements so far (the selected rounds before this)."""
+    from ..dataset import load_program_set
+    from ..models import make_model
+
+    ps = load_program_set(paths, device.name, tasks["task_id"].to_list())
+    return make_model(selection.round_model, **selection.round_hyper,
+                      seed=selection.seed + round_).fit(ps)
+
+
+def teacher_model(paths: Paths, device: str, kinds: tuple[str, ...] = ("tenset-mlp", "mamba")):
+    """The first trained model of another device (``data/models/<d>/<kind>.model``) able to
+    embed programs, with its name; (None, "none") when there is none. Cold start: a new device
+    has nothing measured, so uncertainty and the embedding come from an earlier device."""
+    from ..models import load_model
+
+    root = paths.models_dir
+    if not root.exists():
+        return None, "none"
+    for kind in kinds:
+        for d in sorted(p for p in root.iterdir() if p.is_dir() and p.name != device):
+            f = d / f"{kind}.model"
+            if f.exists():
+                return load_model(f), f"{d.name}/{kind}"
+    return None, "none"
