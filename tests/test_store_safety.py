@@ -209,3 +209,25 @@ def test_names_never_walk_out_of_the_store(paths, name):
         RecordStore(paths).partition(name, "t1")
     with pytest.raises(TclError):
         DeviceRegistry(paths).add(name, ZEN3)
+
+
+# ---- huge requests are bounded ----------------------------------------------------------------
+
+def test_a_request_far_above_a_tiny_design_space_ends_with_what_exists():
+    """An elementwise task has a handful of distinct programs: asking for 4096 ends at once
+    (draws stop when they add nothing new) instead of drawing 4096 x 4 times."""
+    import time
+
+    import tvm
+    from tvm import te
+
+    from tcl.sampling import MAX_PROGRAMS_PER_TASK, sample_programs
+
+    a = te.placeholder((8,), name="A")
+    b = te.compute((8,), lambda i: a[i] + 1.0, name="B")
+    mod = tvm.IRModule({"main": te.create_prim_func([a, b])})
+    start = time.perf_counter()
+    got = sample_programs(mod, MAX_PROGRAMS_PER_TASK)
+    assert 1 <= len(got) < 200 and time.perf_counter() - start < 120
+    with pytest.raises(TclError, match="programs per task must lie in"):
+        sample_programs(mod, MAX_PROGRAMS_PER_TASK + 1)

@@ -238,6 +238,8 @@ def _results(futures: list, answer_secs: float) -> list:
                         "(server gone or unreachable)")
             except Exception:  # the future's own error: RPCRunnerFuture.result() words it
                 pass
+        if gone and hasattr(f, "future"):
+            f.future.cancel()  # queued runs would start new workers that hang the same way
         out.append(_NoAnswer(gone) if gone else f.result())
     return out
 
