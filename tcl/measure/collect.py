@@ -347,6 +347,7 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
             while not guard.interrupted and (batch := list(islice(jobs, batch_size))):
                 problem = tracker_problem(device)
                 if problem:
+                    stats.dropped += len(batch)
                     raise InfrastructureFailure(_infra_message(device, problem, stats))
                 if runner is None:
                     builder = builder or local_builder()
