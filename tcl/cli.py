@@ -77,9 +77,7 @@ def _zoo_tasks(paths: Paths, networks: list[str] | None, split: str = "all",
 
 
 def cmd_device(args) -> int:
-    from .device import DeviceRegistry, check_runnable
-
-    from .device import MeasureSettings
+    from .device import DeviceRegistry, MeasureSettings, check_runnable
 
     reg = DeviceRegistry(_paths(args))
     if args.action == "add":
@@ -142,15 +140,8 @@ def _active_collect(args, paths: Paths, device, tasks) -> int:
         from .models import load_model
 
         model, name = load_model(args.model), args.model
-    elif args.select in ("rdu", "uncertainty", "representative", "kcenter"):
+    elif args.select != "random":
         model, name = teacher_model(paths, device.name)
-    if model is None and args.select == "rdu":
-        options["u"] = 0.0  # no model yet: representativeness and diversity only
-        print("select: no trained model of another device to take uncertainty from "
-              "(give --model); selecting by representativeness and diversity only")
-    if model is None and args.select == "uncertainty":
-        raise TclError("--select uncertainty needs a model: give --model PATH (an earlier "
-                       "device's model) or train one first (tcl train)")
     selection = Selection(args.select, args.budget, args.rounds, options, seed=args.seed)
     if args.dry_run:
         print(plan_active(paths, device, tasks, args.programs_per_task, selection).describe())

@@ -174,13 +174,9 @@ def run_select(params: Params, device: str, progress: bool = True):
     if device not in sel.devices:
         raise TclError(f"device {device!r} is not in {params.source.name}'s select.devices "
                        f"({', '.join(sel.devices) or 'none'})")
-    options = sel.options
     f = params.paths.models_dir / f"{sel.teacher}.model"
     model = load_model(f) if f.exists() else None
-    if model is None and sel.sampler == "rdu" and options.get("u", 1.0) > 0:
-        _say(f"select {device}: no model {f} yet; selecting without uncertainty")
-        options = {**options, "u": 0.0}
-    selection = Selection(sel.sampler, sel.budget, sel.rounds, options, seed=sel.seed)
+    selection = Selection(sel.sampler, sel.budget, sel.rounds, sel.options, seed=sel.seed)
     return select_and_measure(params.paths, DeviceRegistry(params.paths).get(device),
                               selected_tasks(params), params.sample.programs_per_task,
                               selection, model=model, batch_size=params.measure.batch_size,

@@ -143,8 +143,13 @@ def select_and_measure(paths: Paths, device: Device, tasks: pl.DataFrame, pool_p
         return ActiveStats()
     say(f"select {the_plan.describe()}")
     store = SelectionStore(paths)
+    options = dict(selection.options)
+    if model is None and selection.sampler == "rdu" and options.get("u", 1.0) > 0:
+        say("select: no model to take uncertainty from (an earlier device's, or --model); "
+            "selecting by representativeness and diversity only")
+        options["u"] = 0.0
     sampler = make_sampler(selection.sampler, on_note=lambda note: say(f"select: {note}"),
-                           **selection.options)
+                           **options)
     weights = dict(zip(tasks["task_id"], tasks["weight"])) if "weight" in tasks.columns else None
     stats = ActiveStats()
     current, current_name = model, model_name or ("none" if model is None else "given")
