@@ -115,6 +115,15 @@ def cmd_collect(args) -> int:
     device = DeviceRegistry(paths).get(args.device)
     check_runnable(device)
     tasks = _zoo_tasks(paths, args.networks, args.split, args.max_tasks, args.small)
+    if args.deploy:
+        if not args.select:
+            raise TclError("--deploy adds networks to a sampler's pool: use it with --select")
+        import polars as pl
+
+        # Target-aware selection: the networks the device will run join the pool, so the
+        # sampler can spend budget on their tasks too.
+        extra = _zoo_tasks(paths, args.deploy, "all", None, args.small)
+        tasks = pl.concat([tasks, extra.join(tasks, on="task_id", how="anti")])
     if args.select:
         return _active_collect(args, paths, device, tasks)
     if args.dry_run:
@@ -298,6 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "the rounds so far")
     c.add_argument("--model", help="with --select: a model file for round 0's uncertainty "
                                    "(default: another device's trained model, if any)")
+    c.add_argument("--deploy", nargs="+", metavar="NETWORK",
+                   help="with --select: networks the device will run; their candidates join "
+                        "the pool (target-aware selection)")
     c.add_argument("--per-task", choices=["yes", "no"],
                    help="with --select: split the budget over tasks by zoo weight first")
     selection(c)

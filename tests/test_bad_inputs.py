@@ -78,6 +78,8 @@ CASES = [
     (["collect", "--device", "cpu-avx2", "--select", "rdu", "--budget", "0"], "--budget: must"),
     (["collect", "--device", "cpu-avx2", "--select", "rdu", "--budget", "1.5"], "--budget: must"),
     (["collect", "--device", "cpu-avx2", "--select", "greedy"], "invalid choice"),
+    (["collect", "--device", "cpu-avx2", "--networks", "bert_tiny", "--small", "--deploy",
+      "bert_tiny"], "use it with --select"),
     (["collect", "--device", "cpu-avx2", "--select", "rdu", "--rounds", "0"], "--rounds: must"),
     # query: read-only, and its own mistakes
     (["query", ""], "empty query"),
