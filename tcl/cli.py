@@ -190,7 +190,13 @@ def cmd_featurize(args) -> int:
 def cmd_query(args) -> int:
     from .store.catalog import query
 
-    _print_frame(query(_paths(args), args.sql))
+    frame = query(_paths(args), args.sql)
+    if args.format == "csv":
+        sys.stdout.write(frame.write_csv())
+    elif args.format == "json":  # one JSON object per row (NDJSON), for jq and friends
+        sys.stdout.write(frame.write_ndjson())
+    else:
+        _print_frame(frame)
     return 0
 
 
@@ -318,8 +324,11 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("featurize", help="compute and cache features of all known programs")
     f.set_defaults(func=cmd_featurize)
 
-    q = sub.add_parser("query", help="SQL over records, programs, tasks, networks, devices")
+    q = sub.add_parser("query", help="read-only SQL over records, programs, tasks, networks, "
+                                     "devices, selections, retired")
     q.add_argument("sql")
+    q.add_argument("--format", choices=["table", "csv", "json"], default="table",
+                   help="table (default), csv, or json (one object per row)")
     q.set_defaults(func=cmd_query)
 
     i = sub.add_parser("import", help="import a MetaSchedule JSONDatabase directory")

@@ -54,3 +54,17 @@ def test_retire_names_bad_times_and_reports_what_moved(paths, capsys):
     code, out, _ = run(capsys, "--data", str(paths.root), "retire", "--device", "cpu-avx2",
                        "--before", "2026-11-29T21:00Z", "--reason", "x", "--dry-run")
     assert code == 0 and out.startswith("would retire 0 records in 0 files of cpu-avx2")
+
+
+def test_query_formats_for_scripts(paths, capsys):
+    from test_store import rows
+
+    from tcl.store.records import RecordStore
+
+    RecordStore(paths).append(rows(n=3))
+    code, out, _ = run(capsys, "--data", str(paths.root), "query", "--format", "csv",
+                       "select program_id, latency from records order by 1")
+    assert code == 0 and out.splitlines()[0] == "program_id,latency" and len(out.splitlines()) == 4
+    code, out, _ = run(capsys, "--data", str(paths.root), "query", "--format", "json",
+                       "select program_id from records order by 1")
+    assert [json.loads(line)["program_id"] for line in out.splitlines()] == ["p0", "p1", "p2"]
