@@ -135,9 +135,9 @@ class Context:
         if name in self.devices:
             return self.devices[name]
         fp = records_fingerprint(self.paths, name, self.args.params)
-        f = self.cache / f"programs-{name}-{fp}.pkl"
-        if f.exists():
-            data = pickle.loads(f.read_bytes())
+        f = self.cache / f"programs-v2-{name}-{fp}.pkl"
+        if f.exists():   # (a tuple: a class of this script would pickle as __main__'s)
+            data = DeviceData(*pickle.loads(f.read_bytes()))
         else:
             from tcl.dataset import load_program_set, measured
             from tcl.train import holdout_task_ids
@@ -149,7 +149,7 @@ class Context:
             data = DeviceData(load_program_set(self.paths, name, sorted(have)),
                               sorted(have - held), sorted(have & held))
             tmp = f.with_suffix(".tmp")
-            tmp.write_bytes(pickle.dumps(data))
+            tmp.write_bytes(pickle.dumps((data.programs, data.train_ids, data.holdout_ids)))
             os.replace(tmp, f)
         self.devices[name] = data
         return data
@@ -468,8 +468,8 @@ def order_samplers(labels) -> list[str]:
 
 def pool_stats(ctx: Context, devices) -> str:
     lines = ["| device | pool tasks | pool programs | programs per task: min / median / mean / "
-             "max | error programs | tasks with any pick at 10% (per-task) |", "|---|---|---|---|"
-             "---|---|"]
+             "max | error programs | tasks with any pick at 10% (per-task) | same-task pairs: "
+             "pool / 10% per-task |", "|---|---|---|---|---|---|---|"]
     from tcl.samplers.tasks import allocate
 
     for device in devices:
@@ -482,7 +482,40 @@ def pool_stats(ctx: Context, devices) -> str:
         quota = allocate(round(0.1 * len(ps)), counts, w, np.zeros(len(counts), np.int64), 0)
         lines.append(f"| {device} | {len(counts)} | {len(ps)} | {counts.min()} / "
                      f"{int(np.median(counts))} / {counts.mean():.1f} / {counts.max()} | "
-                     f"{errors} | {(quota > 0).sum()} of {len(counts)} |")
+                     f"{errors} | {(quota > 0).sum()} of {len(counts)} | "
+                     f"{int((counts * (counts - 1) // 2).sum())} / "
+                     f"{int((quota * (quota - 1) // 2).sum())} |")
+    return "\n".join(lines)
+
+
+def pick_stats(ctx: Context, devices, share: int = 10) -> str:
+    """What the cached held-out-protocol selections at ``share`` hold, judged by the pool's own
+    latencies (the training side): error programs, the label spread among a task's picks (labels
+    against the task's best in the whole pool), and how often a covered task's best is picked."""
+    lines = [f"| device | sampler | seeds | error share | label spread within a task | "
+             f"covered tasks whose best program is picked | mean label of picks |",
+             "|---|---|---|---|---|---|---|"]
+    for device in devices:
+        d = ctx.device(device)
+        pool = relabeled(subset_tasks(d.programs, d.train_ids))
+        ids = pool.program_ids.astype(str)
+        for label in SAMPLERS:
+            stats = []
+            for key, row in ctx.selections.items():
+                p = key.split("|")
+                if p[0] != "heldout" or p[1] != device or p[3] != label or p[4] != str(share):
+                    continue
+                i = np.flatnonzero(np.isin(ids, row["ids"]))
+                g = pl.DataFrame({"t": pool.task_ids[i].astype(str), "y": pool.labels[i]}) \
+                    .group_by("t").agg(pl.len().alias("n"), pl.col("y").max().alias("best"),
+                                       (pl.col("y").max() - pl.col("y").min()).alias("spread"))
+                multi = g.filter(pl.col("n") > 1)
+                stats.append((float((pool.labels[i] == 0).mean()), multi["spread"].mean(),
+                              float((g["best"] > 0.999).mean()), float(pool.labels[i].mean())))
+            if stats:
+                m = np.array(stats, float).mean(0)
+                lines.append(f"| {device} | {label} | {len(stats)} | {m[0]:.3f} | {m[1]:.3f} | "
+                             f"{m[2]:.3f} | {m[3]:.3f} |")
     return "\n".join(lines)
 
 
@@ -564,7 +597,10 @@ def summarize(args) -> str:
     if args.data is not None:
         ctx = Context(args)
         out += ["#### The pools (training tasks of the pipeline's selection)", "",
-                pool_stats(ctx, sorted(frame["device"].unique().to_list())), ""]
+                pool_stats(ctx, sorted(frame["device"].unique().to_list())), "",
+                "#### What the samplers pick at 10% (held-out protocol's pool; judged by the "
+                "pool's own latencies, the training side)", "",
+                pick_stats(ctx, sorted(held["device"].unique().to_list())), ""]
     if args.plot:
         plot(held, args.plot)
         out.append(f"Plot: {args.plot}")
