@@ -566,6 +566,7 @@ def summarize(args) -> str:
                 "| device | model | share | rdu top1 | rdu-global top1 | per-task - global top1 "
                 "| per-task - global pairwise | random top1 | random-global top1 | full top1 |",
                 "|---|---|---|---|---|---|---|---|---|---|"]
+        pooled = {"top1": [], "pairwise": []}
         for (device, model), part in sel.group_by("device", "model", maintain_order=True):
             full = part.filter(pl.col("sampler") == FULL)
             for share in sorted(s for s in part["share"].unique().to_list() if s != 100):
@@ -577,12 +578,14 @@ def summarize(args) -> str:
                         on="sampler", index="seed", values=m)
                     diffs[m] = (w.drop_nulls()["rdu"] - w.drop_nulls()["rdu-global"]).to_list() \
                         if {"rdu", "rdu-global"} <= set(w.columns) else []
+                    pooled[m] += diffs[m]
                 out.append(f"| {device} | {model} | {share}% | {cell(get('rdu', 0)['top1'])} | "
                            f"{cell(get('rdu-global', 0)['top1'])} | {cell(diffs['top1'])} | "
                            f"{cell(diffs['pairwise'])} | {cell(get('random', 0)['top1'])} | "
                            f"{cell(get('random-global', 0)['top1'])} | "
                            f"{cell(full['top1'].to_list())} |")
-        out.append("")
+        out += [f"| all | | all | | | {cell(pooled['top1'])} | {cell(pooled['pairwise'])} "
+                "| | | |", ""]
     # time per cell
     out += ["#### Time per cell (one core; mean seconds)", "",
             "| model | share | cells | selection s | training s | epochs run | cell s |",
