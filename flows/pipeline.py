@@ -1,5 +1,5 @@
 """The whole pipeline, the same steps as dvc.yaml: zoo -> sample -> measure -> featurize ->
-train -> select -> evaluate. Each step is its own flow (a subflow run here)."""
+train -> select -> distill -> evaluate. Each step is its own flow (a subflow run here)."""
 from __future__ import annotations
 
 import sys
@@ -7,6 +7,7 @@ import sys
 from flows._common import main  # first: sets Prefect's defaults before it is imported
 from prefect import flow
 
+from flows.distill import distill
 from flows.evaluate import evaluate
 from flows.featurize import featurize
 from flows.measure import measure
@@ -27,6 +28,7 @@ def pipeline(params_file: str = "params.yaml") -> dict[str, str]:
     featurize(params_file)
     train(params_file)
     select(params_file)
+    distill(params_file)
     return evaluate(params_file)
 
 

@@ -229,16 +229,25 @@ def cmd_retire(args) -> int:
 
     from .store.records import RecordStore
 
-    try:
-        before = datetime.fromisoformat(args.before)
-    except ValueError:
-        raise TclError(f"--before {args.before!r} is not an ISO time such as 2026-11-29T21:00Z")
-    done = RecordStore(_paths(args)).retire(args.device, before, args.reason, args.dry_run)
+    def when(option: str, text: str | None):
+        if text is None:
+            return None
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            raise TclError(f"--{option} {text!r} is not an ISO time such as "
+                           "2026-11-29T21:00Z") from None
+
+    before, after = when("before", args.before), when("after", args.after)
+    done = RecordStore(_paths(args)).retire(args.device, before, args.reason, args.dry_run,
+                                            after=after)
     verb = "would retire" if args.dry_run else "retired"
+    span = f"before {before.isoformat()}" if after is None else \
+        f"from {after.isoformat()} to {before.isoformat()}"
     print(f"{verb} {done.records} records in {len(done.files)} files of {args.device} "
-          f"measured before {before.isoformat()}")
+          f"measured {span}")
     for f in done.straddling:
-        print(f"kept {f}: it has records on both sides of {before.isoformat()}")
+        print(f"kept {f}: it has records on both sides of a bound of {span}")
     return 0
 
 
@@ -346,6 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "(kept under retired/; the next collection measures them again)")
     r.add_argument("--device", required=True)
     r.add_argument("--before", required=True, help="ISO time with zone, e.g. 2026-11-29T21:00Z")
+    r.add_argument("--after", help="only records measured at or after this ISO time (a window)")
     r.add_argument("--reason", required=True, help="why, written to retired/log.jsonl")
     r.add_argument("--dry-run", action="store_true", help="only count what would move")
     r.set_defaults(func=cmd_retire)

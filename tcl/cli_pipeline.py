@@ -24,7 +24,8 @@ def cmd_stage(args) -> int:
         if getattr(args, opt) is None:
             raise TclError(f"stage {args.name} needs --{opt}")
     for opt in ("device", "model"):
-        if getattr(args, opt) is not None and opt not in needs:
+        if getattr(args, opt) is not None and opt not in needs and \
+                not (args.name == "distill" and opt == "device"):
             raise TclError(f"stage {args.name} takes no --{opt}")
     if args.dry_run and args.name != "measure":
         raise TclError(f"stage {args.name} takes no --dry-run")
@@ -43,10 +44,43 @@ def cmd_stage(args) -> int:
         pipeline.run_select(params, args.device, progress=not args.quiet)
     elif args.name == "train":
         pipeline.run_train(params, args.device, args.model)
+    elif args.name == "distill":
+        pipeline.run_distill(params, args.device, getattr(args, "method", None))
     elif args.name in ("sample", "featurize"):
         getattr(pipeline, f"run_{args.name}")(params, progress=not args.quiet)
     else:
         getattr(pipeline, f"run_{args.name}")(params)
+    return 0
+
+
+def cmd_models(args) -> int:
+    import sys
+
+    from .registry import ModelRegistry
+
+    params = load_params(args.params, check_models=False)
+    frame = ModelRegistry(params.paths).frame(args.device)
+    if frame.is_empty():
+        print("no registered model" + (f" of device {args.device}" if args.device else "")
+              + " (make one with `tcl distill --device D`)")
+        return 0
+    if args.format == "json":
+        sys.stdout.write(frame.write_ndjson())
+        return 0
+    import polars as pl
+
+    show = frame.select("id", "device", pl.col("devices").list.join(",").alias("serves"),
+                        "parent", "method", "backbone", "n_records", "newest_measured_at",
+                        "params_shared", "params_per_device",
+                        pl.col("metrics").str.json_path_match("$.new.top1").cast(pl.Float64)
+                        .round(3).alias("top1"),
+                        pl.col("metrics").str.json_path_match("$.new.pairwise").cast(pl.Float64)
+                        .round(3).alias("pairwise"), "created_at")
+    if args.format == "csv":
+        sys.stdout.write(show.write_csv())
+    else:
+        with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=40):
+            print(show)
     return 0
 
 
@@ -64,7 +98,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        ") with every knob read from the params file.")
     s.add_argument("name", choices=STAGES)
     s.add_argument("--params", default=DEFAULT_FILE, help="params file (default: params.yaml)")
-    s.add_argument("--device", help="measure, select, train: the device")
+    s.add_argument("--device", help="measure, select, train, distill: the device")
     s.add_argument("--model", help="train: the model kind")
     s.add_argument("--dry-run", action="store_true",
                    help="measure: print what is left to measure per task, measure nothing")
@@ -82,6 +116,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--params", default=DEFAULT_FILE)
     e.set_defaults(func=cmd_stage, name="evaluate", device=None, model=None, dry_run=False,
                    quiet=False)
+
+    from .continual import DISTILLERS
+
+    d = sub.add_parser("distill", help="make a device's model from the previous device's "
+                                       "(continual.sequence; = tcl stage distill)")
+    d.add_argument("--device", required=True)
+    d.add_argument("--method", choices=list(DISTILLERS),
+                   help="override continual.method (the first device is always trained "
+                        "from scratch on its full data)")
+    d.add_argument("--params", default=DEFAULT_FILE)
+    d.set_defaults(func=cmd_stage, name="distill", model=None, dry_run=False, quiet=False)
+    m = sub.add_parser("models", help="the model registry")
+    msub = m.add_subparsers(dest="models_cmd", required=True)
+    ml = msub.add_parser("list", help="every registered model version, oldest first")
+    ml.add_argument("--device", help="only versions made for this device")
+    ml.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    ml.add_argument("--params", default=DEFAULT_FILE)
+    ml.set_defaults(func=cmd_models)
 
     p = sub.add_parser("params", help="validate a params file and summarize it")
     p.add_argument("--params", default=DEFAULT_FILE, help="params file (default: params.yaml)")

@@ -238,3 +238,25 @@ def spearman(a, b) -> float:
         return float("nan")
     ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
     return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def forgetting_summary(before: pl.DataFrame, after: pl.DataFrame,
+                       values: Sequence[str] = ("top1", "pairwise")) -> dict:
+    """What a device forgot between two evaluations of it (``tcl.evaluate.evaluate`` rows:
+    ``before`` right after its own model, ``after`` with a later one). Per value: ``overall``
+    (the mean over held-out networks, before minus after; > 0: forgot), ``per_class``
+    (operator class -> forgetting) and the ``worst_class`` with its forgetting ``worst``."""
+    out: dict = {}
+    for v in values:
+        _check_columns(before, "before", {"scope", "name", v})
+        _check_columns(after, "after", {"scope", "name", v})
+        mean = [f.filter(pl.col("scope") == "mean")[v][0] for f in (before, after)]
+        classes = forgetting(before.filter(pl.col("scope") == "op_class").select("name", v),
+                             after.filter(pl.col("scope") == "op_class").select("name", v),
+                             on=["name"], value=v).drop_nulls("forgetting").sort("name")
+        per_class = {r["name"]: round(float(r["forgetting"]), 4)
+                     for r in classes.iter_rows(named=True)}
+        worst = max(per_class.items(), key=lambda kv: kv[1]) if per_class else (None, None)
+        out[v] = {"overall": None if None in mean else round(float(mean[0] - mean[1]), 4),
+                  "per_class": per_class, "worst_class": worst[0], "worst": worst[1]}
+    return out

@@ -52,6 +52,21 @@ class TrainParams:
 
 
 @dataclass(frozen=True)
+class ContinualParams:
+    sequence: tuple[str, ...]   # device order: the first trains on its full data, each later
+                                # one is distilled from the model of the one before
+    backbone: str               # tenset-mlp or mamba (its train.hyper entry is the recipe)
+    method: str                 # one of tcl.continual.DISTILLERS
+    subset: int | float         # a later device's measured subset: a count or a share of its pool
+    subset_from: str            # "measured": select among its measured records; "selections":
+                                # only what an active collection selected (tcl collect --select)
+    kd_new: float               # distillation weights (tcl.continual.base.Settings)
+    kd_old: float
+    ewc: float
+    seed: int
+
+
+@dataclass(frozen=True)
 class SelectParams:
     devices: tuple[str, ...]    # measured by selection (active collection), not in full
     sampler: str                # one of tcl.samplers.SAMPLERS
@@ -84,6 +99,7 @@ class Params:
     train: TrainParams
     select: SelectParams
     evaluate: EvaluateParams
+    continual: ContinualParams
 
     @property
     def paths(self) -> Paths:
@@ -167,7 +183,8 @@ def _show(value: Any) -> str:
     return f"{type(value).__name__} {text[:60]}" if value is not None else "nothing (null)"
 
 
-TOP_KEYS = ("data", "devices", "zoo", "sample", "measure", "train", "select", "evaluate")
+TOP_KEYS = ("data", "devices", "zoo", "sample", "measure", "train", "select", "evaluate",
+            "continual")
 
 
 def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
@@ -211,7 +228,9 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
                             r.number(m["retry_delay_s"], "measure.retry_delay_s", 0, 86400))
 
     t = r.section(top["train"], "train", ("models", "valid_fraction", "seed", "hyper"))
-    models = r.names(t["models"], "train.models", set(MODEL_KINDS), "model kind")
+    # "continual" models are made by `tcl distill` (the continual section), not trained here
+    models = r.names(t["models"], "train.models", set(MODEL_KINDS) - {"continual"},
+                     "model kind")
     hyper_raw = t["hyper"]
     if not isinstance(hyper_raw, dict):
         raise r.fail("train.hyper", f"expected a mapping of model kind to hyperparameters, "
@@ -247,8 +266,9 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     top_k = tuple(r.integer(k, f"evaluate.top_k[{i}]", 1, maximum=1000)
                   for i, k in enumerate(e["top_k"]))
 
+    continual = _continual_params(r, top["continual"], known_devices, train)
     params = Params(source.resolve(), data, devices, zoo, sample, measure, train, select,
-                    EvaluateParams(top_k))
+                    EvaluateParams(top_k), continual)
     if check_models:
         check_model_params(params, r)
     return params
@@ -286,6 +306,35 @@ def _select_params(r: _Reader, raw: Any, devices: tuple[str, ...], known: set[st
                         r.integer(s["rounds"], "select.rounds", 1, maximum=100), weights,
                         r.boolean(s["per_task"], "select.per_task"), teacher,
                         r.integer(s["seed"], "select.seed", 0, maximum=2**31 - 1))
+
+
+def _continual_params(r: _Reader, raw: Any, known: set[str],
+                      train: TrainParams) -> ContinualParams:
+    from .continual import BACKBONES, DISTILLERS
+
+    c = r.section(raw, "continual", ("sequence", "backbone", "method", "subset", "subset_from",
+                                     "kd_new", "kd_old", "ewc", "seed"))
+    sequence = () if c["sequence"] == [] else r.names(c["sequence"], "continual.sequence",
+                                                       known, "device")
+    if c["backbone"] not in BACKBONES:
+        raise r.fail("continual.backbone", f"expected one of {', '.join(BACKBONES)}, "
+                                           f"got {_show(c['backbone'])}")
+    if c["method"] not in DISTILLERS:
+        raise r.fail("continual.method", f"unknown method {c['method']!r} "
+                                         f"(known: {', '.join(DISTILLERS)})")
+    subset = c["subset"]
+    if isinstance(subset, bool) or not isinstance(subset, (int, float)) or \
+            (isinstance(subset, int) and subset < 1) or \
+            (isinstance(subset, float) and not 0 < subset <= 1):
+        raise r.fail("continual.subset", f"expected a count (integer >= 1) or a share of the "
+                                         f"pool (number in (0, 1]), got {_show(subset)}")
+    if c["subset_from"] not in ("measured", "selections"):
+        raise r.fail("continual.subset_from", f"expected measured or selections, "
+                                              f"got {_show(c['subset_from'])}")
+    return ContinualParams(
+        sequence, c["backbone"], c["method"], subset, c["subset_from"],
+        *(r.number(c[k], f"continual.{k}", 0.0, 1000.0) for k in ("kd_new", "kd_old", "ewc")),
+        r.integer(c["seed"], "continual.seed", 0, maximum=2**31 - 1))
 
 
 def check_model_params(params: Params, reader: _Reader | None = None) -> None:

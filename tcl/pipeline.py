@@ -19,7 +19,7 @@ import polars as pl
 from .config import TclError
 from .params import Params
 
-STAGES = ("zoo", "sample", "measure", "featurize", "train", "select", "evaluate")
+STAGES = ("zoo", "sample", "measure", "featurize", "train", "select", "distill", "evaluate")
 
 
 def _say(msg: str) -> None:
@@ -182,6 +182,36 @@ def run_select(params: Params, device: str, progress: bool = True):
                               selection, model=model, batch_size=params.measure.batch_size,
                               progress=progress, say=_say,
                               model_name=sel.teacher if model is not None else "none")
+
+
+def run_distill(params: Params, device: str | None = None, method: str | None = None) -> dict:
+    """``tcl.continual.run.distill_device`` for ``device``, or for every device of
+    ``continual.sequence`` in order (each one whose inputs are unchanged is skipped, so adding a
+    device at the end trains only that one). Writes ``reports/continual/summary.json``: every
+    sequence device's latest registered model and its metrics (the DVC metrics)."""
+
+    from .continual.run import distill_device
+    from .registry import ModelRegistry
+
+    seq = params.continual.sequence
+    if not seq and device is None:
+        _say(f"distill: {params.source.name}'s continual.sequence is empty: nothing to distill")
+    for d in ([device] if device else seq):
+        distill_device(params, d, method if device else None, say=_say)
+    registry = ModelRegistry(params.paths)
+    summary = {}
+    for d in seq:
+        e = registry.latest(d, params.continual.backbone)
+        if e is not None:
+            summary[d] = {"model": e.id, "method": e.method, "parent": e.parent,
+                          "n_records": e.n_records, **{k: v for k, v in e.metrics.items()
+                                                      if k in ("new", "forgetting",
+                                                               "parameters")}}
+    out = params.paths.reports_dir / "continual" / "summary.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
+    _say(f"distill: summary in {out}")
+    return summary
 
 
 def run_evaluate(params: Params) -> tuple[pl.DataFrame, dict]:

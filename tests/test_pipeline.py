@@ -98,7 +98,7 @@ def test_dvc_yaml_has_one_stage_per_device_and_model():
     params = load_params(ROOT / "params.yaml", check_models=False)
     expected = ["zoo", "sample", *[f"measure@{d}" for d in params.devices], "featurize",
                 *[f"train@{d}-{m}" for d in params.devices for m in params.train.models],
-                *[f"select@{d}" for d in params.select.devices], "evaluate"]
+                *[f"select@{d}" for d in params.select.devices], "distill", "evaluate"]
     assert names == expected
 
 

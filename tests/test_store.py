@@ -101,6 +101,26 @@ def test_retire_leaves_a_file_that_straddles_the_cutoff(paths):
     assert (done.records, done.straddling) == (0, [f]) and f.exists()
 
 
+def test_retire_a_window_takes_only_what_was_measured_inside_it(paths):
+    from datetime import timedelta
+
+    store = RecordStore(paths)
+    t0 = now_utc()
+    (early,) = store.append([{**r, "measured_at": t0} for r in rows(task="t1", n=2)])
+    (inside,) = store.append([{**r, "measured_at": t0 + timedelta(seconds=10)}
+                              for r in rows(task="t2", n=2)])
+    (late,) = store.append([{**r, "measured_at": t0 + timedelta(seconds=20)}
+                            for r in rows(task="t3", n=2)])
+    with pytest.raises(TclError, match="window is empty"):
+        store.retire("cpu-avx2", t0, "x", after=t0 + timedelta(seconds=1))
+    done = store.retire("cpu-avx2", t0 + timedelta(seconds=15), "a test shared the cores",
+                        after=t0 + timedelta(seconds=5))
+    assert (done.records, done.files) == (2, [inside])
+    assert early.exists() and late.exists() and not inside.exists()
+    log = json.loads((paths.retired_dir / "log.jsonl").read_text().splitlines()[-1])
+    assert log["after"] is not None
+
+
 def test_data_card_compares_retired_records_with_their_remeasurement(paths):
     from datetime import timedelta
 

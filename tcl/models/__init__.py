@@ -29,6 +29,7 @@ _LOCATIONS = {
     "tenset-mlp": ("tcl.models.mlp", "TenSetMLP"),
     "tlp": ("tcl.models.tlp", "TLPModel"),
     "xgb": ("tcl.models.xgb", "XGBModel"),
+    "continual": ("tcl.continual.model", "MultiDeviceModel"),
 }
 
 

@@ -268,8 +268,10 @@ class RecordStore:
         return set(self.read(device, task_id, columns=["record_id"])["record_id"].to_list())
 
     def retire(self, device: str, before: datetime, reason: str,
-               dry_run: bool = False) -> "Retired":
-        """Take ``device``'s files measured wholly before ``before`` out of use, losing nothing.
+               dry_run: bool = False, after: datetime | None = None) -> "Retired":
+        """Take ``device``'s files measured wholly before ``before`` (and, with ``after``, at or
+        after ``after``: a window, e.g. while another job shared the cores) out of use, losing
+        nothing.
 
         Files move (one rename each) to the same place under ``retired/`` and a line naming
         the reason is appended to ``retired/log.jsonl``. Their programs count as unmeasured
@@ -279,15 +281,22 @@ class RecordStore:
         """
         if self.retired:
             raise TclError("records are retired from the live store, not from the retired one")
-        if before.tzinfo is None:
-            raise TclError(f"retire: 'before' must carry a time zone (got {before}), "
-                           "e.g. 2026-11-29T21:00+00:00")
+        for name, t in (("before", before), ("after", after)):
+            if t is not None and t.tzinfo is None:
+                raise TclError(f"retire: {name!r} must carry a time zone (got {t}), "
+                               "e.g. 2026-11-29T21:00+00:00")
+        if after is not None and after >= before:
+            raise TclError(f"retire: the window is empty ({after.isoformat()} is not before "
+                           f"{before.isoformat()})")
         out = Retired()
         good = self.usable(self.files(device))  # an unusable file stays where it is, named
         for f in good:
             times = pl.read_parquet(f, columns=["measured_at"])["measured_at"]
-            if times.is_empty() or times.max() >= before:
-                if not times.is_empty() and times.min() < before:
+            if times.is_empty():
+                continue
+            inside = (times < before) & (times >= after if after is not None else True)
+            if not inside.all():
+                if inside.any():
                     out.straddling.append(f)
                 continue
             out.files.append(f)
@@ -300,6 +309,7 @@ class RecordStore:
         # only, and running it again moves the rest.
         with open(target.root / "log.jsonl", "a") as log:
             log.write(json.dumps({"device": device, "before": before.isoformat(),
+                                  "after": after.isoformat() if after is not None else None,
                                   "reason": reason, "files": len(out.files),
                                   "records": out.records, "at": now_utc().isoformat()}) + "\n")
         for f in out.files:

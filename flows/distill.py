@@ -1,0 +1,35 @@
+"""Distill flow: one model for every device of ``continual.sequence``, device by device (the
+first trained on its full data, each later one distilled from the model before it). Devices
+whose inputs are unchanged are skipped, so a new device at the end trains only its own model."""
+from __future__ import annotations
+
+import sys
+
+from flows._common import main  # first: sets Prefect's defaults before it is imported
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+
+from tcl import pipeline
+from tcl.params import Params, load_params
+
+
+@task(name="distill-device", cache_policy=NO_CACHE)
+def distill_device(params: Params, device: str) -> dict:
+    from tcl.continual.run import distill_device as run
+
+    result = run(params, device)
+    return {"model": result.entry.id, "new": result.new, **result.metrics.get("new", {})}
+
+
+@flow(name="distill", log_prints=True)
+def distill(params_file: str = "params.yaml") -> dict:
+    """Distill each device of the sequence in order (a device's teacher is the one before)."""
+    params = load_params(params_file)
+    out = {device: distill_device(params, device) for device in params.continual.sequence}
+    if out:
+        pipeline.run_distill(params)   # the summary file (every device is up to date: no work)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main(distill))

@@ -1,0 +1,263 @@
+"""The continual run in the pipeline: ``distill_device`` for one device of the sequence.
+
+For the sequence's first device the model is trained on its full measured data (method
+"scratch" on everything). For a later device:
+
+1. the teacher is the registry's latest model of the device before it in the sequence;
+2. its measured subset is what was selected for it (``tcl.store.selections``). With
+   ``subset_from: measured`` and no selection yet, ``continual.subset`` of its measured
+   training records is selected now by ``select.sampler`` (cold start: the teacher's
+   embedding and uncertainty) and written as a selection, so reruns see the same subset;
+3. its pool (the distillation's unlabelled candidates) is every featurized candidate of the
+   training tasks;
+4. the method (``continual.method``) makes the student, which is evaluated (the new device's
+   held-out networks; forgetting on every earlier device against the score its own model had)
+   and registered. Unchanged inputs (same records, teacher, method and settings) register
+   nothing and train nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import polars as pl
+
+from ..config import Paths, TclError
+from ..params import Params
+from ..registry import Entry, ModelRegistry
+from .base import DeviceData, Settings
+
+SUBSET_RUN = "continual-subset"   # the selection run of subsets picked from measured records
+
+
+@dataclass
+class DistillResult:
+    entry: Entry
+    new: bool                # False: the inputs were unchanged, nothing was trained
+    metrics: dict
+
+
+def settings_of(params: Params) -> Settings:
+    c = params.continual
+    return Settings(c.backbone, params.train.hyper_of(c.backbone), c.kd_new, c.kd_old, c.ewc,
+                    c.seed)
+
+
+def _records(paths: Paths, device: str, task_ids: list[str]) -> pl.DataFrame:
+    """program_id, task_id, latency, measured_at of the device's records of ``task_ids``."""
+    from ..store.catalog import Catalog
+
+    cat = Catalog(paths, in_memory=True)
+    try:
+        frame = cat.sql(f"SELECT program_id, task_id, coalesce(latency, 'NaN'::DOUBLE) AS latency, "
+                        f"measured_at FROM records WHERE device = '{device.replace(chr(39), '')}'")
+    finally:
+        cat.close()
+    return frame.filter(pl.col("task_id").is_in(task_ids))
+
+
+def _program_set(paths: Paths, rows: pl.DataFrame, labels: bool):
+    from ..dataset import to_program_set
+    from ..features import load_features
+
+    feats = load_features(paths, rows["task_id"].unique().sort().to_list())
+    frame = rows.join(feats.drop("task_id"), on="program_id", how="inner")
+    if not labels:
+        frame = frame.drop("latency", strict=False)
+    return to_program_set(frame.sort("task_id", "program_id"), with_labels=labels)
+
+
+def training_tasks(params: Params) -> list[str]:
+    from ..pipeline import selected_tasks
+
+    tasks = selected_tasks(params)
+    return sorted(tasks.filter(~pl.col("holdout"))["task_id"].to_list())
+
+
+def pool_rows(params: Params, task_ids: list[str]) -> pl.DataFrame:
+    """program_id, task_id of every featurized candidate of the training tasks."""
+    from ..features import load_features
+
+    return load_features(params.paths, task_ids).select("program_id", "task_id").unique() \
+        .sort("task_id", "program_id")
+
+
+def subset_ids(params: Params, device: str, records: pl.DataFrame, teacher,
+               say: Callable[[str], None]) -> set[str]:
+    """Program ids of the device's measured subset (see the module docstring, step 2)."""
+    from ..store.selections import SelectionStore
+
+    store = SelectionStore(params.paths)
+    chosen: set[str] = set()
+    for f in store.files():
+        if f.parent.parent.name == f"device={device}":
+            chosen |= set(pl.read_parquet(f, columns=["program_id"])["program_id"])
+    if chosen:
+        return chosen & set(records["program_id"])
+    if params.continual.subset_from != "measured":
+        raise TclError(f"device {device!r} has no measured subset: nothing was selected for it "
+                       f"(run `tcl stage select --device {device}` or `tcl collect --device "
+                       f"{device} --select rdu --budget {params.continual.subset}` first)")
+    ok = records.filter(pl.col("latency").is_finite())
+    if ok.is_empty():
+        raise TclError(f"device {device!r} has no measured subset: no ok record of a training "
+                       f"task (import or measure its records first)")
+    from ..samplers import Pool, make_sampler, parse_budget
+
+    sel = params.select
+    ps = _program_set(params.paths, ok.select("program_id", "task_id"), labels=False)
+    k = parse_budget(params.continual.subset, len(ps))
+    sampler = make_sampler(sel.sampler, on_note=lambda n: say(f"distill: {n}"),
+                           **{**sel.options, **({"u": 0.0} if teacher is None else {})})
+    ids = sampler.select(Pool(ps), min(k, len(ps)), model=teacher, seed=sel.seed)
+    task_of = dict(zip(ps.program_ids.astype(str), ps.task_ids.astype(str)))
+    store.write(device, SUBSET_RUN, 0, list(ids), [task_of[i] for i in ids], sel.sampler,
+                "teacher" if teacher is not None else "none")
+    say(f"distill {device}: selected {len(ids)} of its {len(ps)} measured training programs "
+        f"with {sel.sampler} (selection run {SUBSET_RUN})")
+    return set(ids)
+
+
+def device_data(params: Params, device: str, labelled_rows: pl.DataFrame,
+                pool: pl.DataFrame | None) -> DeviceData:
+    from ..train import split_tasks
+
+    rows = labelled_rows.filter(pl.col("latency").is_not_null())
+    train_ids, valid_ids = split_tasks(rows["task_id"].unique().to_list(),
+                                       params.train.valid_fraction, params.continual.seed)
+    labelled = _program_set(params.paths, rows.filter(pl.col("task_id").is_in(train_ids)), True)
+    valid = _program_set(params.paths, rows.filter(pl.col("task_id").is_in(valid_ids)), True) \
+        if valid_ids else None
+    unlabelled = _program_set(params.paths, pool, False) if pool is not None else None
+    return DeviceData(device, labelled, valid, unlabelled)
+
+
+def snapshot_key(device: str, method: str, settings: Settings, parent: str | None,
+                 rows: pl.DataFrame, pool: pl.DataFrame | None) -> str:
+    """What went into a model: equal keys, equal inputs (the registry's "nothing new" test)."""
+    h = hashlib.sha256(json.dumps([device, method, settings.__dict__, parent],
+                                  sort_keys=True, default=str).encode())
+    for frame in (rows.select("program_id", "measured_at").sort("program_id"),
+                  None if pool is None else pool.select("program_id").sort("program_id")):
+        if frame is not None:
+            h.update(frame.write_csv().encode())
+    return h.hexdigest()
+
+
+def distill_device(params: Params, device: str, method: str | None = None,
+                   say: Callable[[str], None] = print) -> DistillResult:
+    """Make, evaluate and register ``device``'s model (module docstring). Returns the entry."""
+    from . import make_distiller
+
+    seq = params.continual.sequence
+    if device not in seq:
+        raise TclError(f"device {device!r} is not in {params.source.name}'s continual.sequence "
+                       f"({', '.join(seq) or 'empty'}); add it there first")
+    position = seq.index(device)
+    method = method or (params.continual.method if position else "scratch")
+    settings = settings_of(params)
+    registry = ModelRegistry(params.paths)
+    tasks = training_tasks(params)
+    records = _records(params.paths, device, tasks)
+    if records.is_empty():
+        raise TclError(f"device {device!r} has no measured record of a training task: "
+                       f"measure it (`tcl stage measure --device {device}`) or import its "
+                       "records first")
+    teacher, parent = None, None
+    if position:
+        before = seq[position - 1]
+        found = registry.latest(before, settings.backbone)
+        if found is None:
+            raise TclError(f"{device!r} comes after {before!r} in continual.sequence, and "
+                           f"{before!r} has no {settings.backbone} model yet: run "
+                           f"`tcl distill --device {before}` first")
+        teacher, parent = registry.load(found), found.id
+    pool = pool_rows(params, tasks) if position else None
+    chosen = subset_ids(params, device, records, teacher, say) if position else \
+        set(records["program_id"])
+    rows = records.filter(pl.col("program_id").is_in(list(chosen)))
+    if rows.is_empty():
+        raise TclError(f"device {device!r}: none of its selected programs is measured yet; "
+                       "measure the selection first")
+    key = snapshot_key(device, method, settings, parent, rows, pool)
+    same = registry.find(key)
+    if same is not None:
+        say(f"distill {device}: nothing new: model {same.id} ({same.method}) was made from "
+            f"these {same.n_records} records and this teacher already; nothing retrained")
+        return DistillResult(same, False, same.metrics)
+    history = []
+    if make_distiller(method).needs_old_data:
+        history = _history(params, seq[:position], tasks, registry)
+    new = device_data(params, device, rows, pool)
+    start = time.perf_counter()
+    model = make_distiller(method).fit(teacher, new, settings, history)
+    secs = time.perf_counter() - start
+    metrics = evaluate_continual(params, model, registry)
+    metrics["train_secs"] = round(secs, 2)
+    newest = rows["measured_at"].max()
+    entry = registry.register(model, device=device, parent=parent, method=method,
+                              snapshot=key, n_records=len(rows), newest_measured_at=newest,
+                              train_secs=secs, metrics=metrics)
+    say(f"distill {device}: registered {entry.id} ({method}, {len(rows)} records, "
+        f"{secs:.0f} s): " + ", ".join(f"{k} {v:.3f}" for k, v in metrics["new"].items()))
+    return DistillResult(entry, True, metrics)
+
+
+def _history(params: Params, devices, tasks: list[str], registry: ModelRegistry):
+    """Earlier devices' measured data as their own models had it (multi-task needs it)."""
+    out = []
+    for d in devices:
+        records = _records(params.paths, d, tasks)
+        entry = registry.latest(d, params.continual.backbone)
+        if entry is not None and entry.method != "scratch":
+            chosen = subset_ids(params, d, records, None, lambda _: None)
+            records = records.filter(pl.col("program_id").is_in(list(chosen)))
+        out.append(device_data(params, d, records, None))
+    return out
+
+
+def evaluate_continual(params: Params, model, registry: ModelRegistry | None = None) -> dict:
+    """Scores of ``model`` on each device it serves (held-out networks): ``new`` (its target),
+    ``devices`` (each one), ``forgetting`` (each earlier device: its own model's score minus
+    this one's, overall and per operator class; ``tcl.metrics.forgetting_summary``) and
+    ``parameters``."""
+    from ..metrics import forgetting_summary
+
+    frames = {d: held_out_scores(params, model.for_device(d), d) for d in model.devices}
+    out: dict = {"new": _mean(frames[model.target]), "parameters": model.n_parameters(),
+                 "devices": {d: _mean(f) for d, f in frames.items()}, "forgetting": {}}
+    if registry is None:
+        return out
+    for d in model.devices[:-1]:
+        own = registry.latest(d, model.backbone)
+        if own is None:
+            continue
+        before = held_out_scores(params, registry.load(own).for_device(d), d)
+        out["forgetting"][d] = forgetting_summary(before, frames[d])
+    return out
+
+
+def held_out_scores(params: Params, model, device: str) -> pl.DataFrame:
+    """tcl.evaluate.evaluate's rows for ``model`` on ``device``'s held-out networks."""
+    from ..dataset import load_program_set, measured
+    from ..evaluate import evaluate
+    from ..train import holdout_task_ids
+    from ..zoo.extract import load_networks, load_tasks
+
+    held = holdout_task_ids(params.paths)
+    ids = sorted(held & set(measured(params.paths, device)["task_id"].to_list()))
+    if not ids:
+        raise TclError(f"device {device!r} has no measured program of a held-out task")
+    ps = load_program_set(params.paths, device, ids)
+    return evaluate({"model": model}, ps, None, load_networks(params.paths),
+                    load_tasks(params.paths), ks=params.evaluate.top_k)
+
+
+def _mean(frame: pl.DataFrame) -> dict[str, float]:
+    row = frame.filter(pl.col("scope") == "mean").row(0, named=True)
+    return {k: round(float(v), 4) for k, v in row.items()
+            if (k.startswith("top") or k == "pairwise") and v is not None and np.isfinite(v)}

@@ -1,0 +1,187 @@
+"""The model registry: one DuckDB row per model version, model files stored by content.
+
+``models/registry.duckdb`` (table ``models``) holds, per version: the device it was made for,
+the devices it serves, its parent (the teacher's id), the method, the backbone, the data
+snapshot (records used and the newest ``measured_at`` among them, plus a key over everything
+that went in), parameter counts, the content hash and metrics. The file itself is
+``models/registry/<id>.model``. ``latest(device)`` is what tuning and the next distillation
+use; ``find(snapshot)`` is how a rerun on unchanged data finds that nothing is new.
+
+The registry is history, so a damaged file is reported, never silently rebuilt.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from .config import Paths, TclError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS models (
+    id VARCHAR PRIMARY KEY,           -- the content hash's first 16 hex digits
+    device VARCHAR NOT NULL,          -- the device this version was made for
+    devices VARCHAR[] NOT NULL,       -- every device it serves (one head each)
+    parent VARCHAR,                   -- the teacher's id (NULL for a first model)
+    method VARCHAR NOT NULL,
+    backbone VARCHAR NOT NULL,
+    snapshot VARCHAR NOT NULL,        -- key over the inputs: data, parent, method, settings
+    n_records INTEGER NOT NULL,       -- measured records the model was trained on
+    newest_measured_at TIMESTAMPTZ,   -- the newest of them
+    params_shared BIGINT NOT NULL,
+    params_per_device BIGINT NOT NULL,
+    params_total BIGINT NOT NULL,
+    content_hash VARCHAR NOT NULL,
+    train_secs DOUBLE,
+    metrics JSON,
+    path VARCHAR NOT NULL,            -- relative to the data root
+    created_at TIMESTAMPTZ NOT NULL
+)
+"""
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    device: str
+    devices: list[str]
+    parent: str | None
+    method: str
+    backbone: str
+    snapshot: str
+    n_records: int
+    newest_measured_at: datetime | None
+    params_shared: int
+    params_per_device: int
+    params_total: int
+    content_hash: str
+    train_secs: float | None
+    metrics: dict[str, Any]
+    path: str
+    created_at: datetime
+
+
+class ModelRegistry:
+    def __init__(self, paths: Paths) -> None:
+        self.paths = paths
+
+    @property
+    def file(self) -> Path:
+        return self.paths.models_dir / "registry.duckdb"
+
+    @property
+    def store(self) -> Path:
+        return self.paths.models_dir / "registry"
+
+    def _connect(self, write: bool):
+        import duckdb
+
+        if not write and not self.file.exists():
+            return None
+        self.file.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            con = duckdb.connect(str(self.file), read_only=not write)
+            if write:
+                con.execute(SCHEMA)
+            return con
+        except duckdb.Error as e:
+            raise TclError(f"model registry {self.file} cannot be opened "
+                           f"({str(e).splitlines()[0]}); it is the models' history, so it is "
+                           "not rebuilt: restore it from a backup or move it away") from None
+
+    def _lock(self):
+        from .store.locks import locked
+
+        return locked(self.paths, "registry", what="the model registry")
+
+    # -- reading -------------------------------------------------------------------------------
+    def frame(self, device: str | None = None) -> pl.DataFrame:
+        """Every version (of ``device``), oldest first."""
+        con = self._connect(write=False)
+        if con is None:
+            return pl.DataFrame()
+        try:
+            where = "" if device is None else "WHERE device = $device"
+            return con.sql(f"SELECT * FROM models {where} ORDER BY created_at, id",
+                           params=None if device is None else {"device": device}).pl()
+        finally:
+            con.close()
+
+    def entries(self, device: str | None = None) -> list[Entry]:
+        frame = self.frame(device)
+        return [] if frame.is_empty() else [_entry(r) for r in frame.iter_rows(named=True)]
+
+    def latest(self, device: str, backbone: str | None = None) -> Entry | None:
+        """The newest version made for ``device`` (of ``backbone``), or None."""
+        found = [e for e in self.entries(device) if backbone is None or e.backbone == backbone]
+        return found[-1] if found else None
+
+    def find(self, snapshot: str) -> Entry | None:
+        found = [e for e in self.entries() if e.snapshot == snapshot]
+        return found[-1] if found else None
+
+    def get(self, model_id: str) -> Entry:
+        found = [e for e in self.entries() if e.id == model_id or e.id.startswith(model_id)]
+        if len(found) != 1:
+            raise TclError(f"no single registered model matches {model_id!r} "
+                           f"({len(found)} do); see `tcl models list`")
+        return found[0]
+
+    def load(self, entry: Entry):
+        from .models import load_model
+
+        path = self.paths.root / entry.path
+        if not path.exists():
+            raise TclError(f"registered model {entry.id} ({entry.device}, {entry.method}) has "
+                           f"no file at {path}; the registry and models/registry disagree")
+        return load_model(path)
+
+    # -- writing -------------------------------------------------------------------------------
+    def register(self, model, *, device: str, parent: str | None, method: str, snapshot: str,
+                 n_records: int, newest_measured_at: datetime | None,
+                 train_secs: float | None = None, metrics: dict | None = None) -> Entry:
+        """Save ``model`` (a MultiDeviceModel) by content and add its row; a model already
+        registered under the same snapshot is returned as it is (nothing new)."""
+        with self._lock():
+            same = self.find(snapshot)
+            if same is not None:
+                return same
+            content = model.content_hash()
+            model_id = content[:16]
+            self.store.mkdir(parents=True, exist_ok=True)
+            final = self.store / f"{model_id}.model"
+            tmp = final.with_suffix(".tmp")
+            model.save(tmp)
+            tmp.replace(final)   # atomic: a reader sees the whole file or none
+            n = model.n_parameters()
+            con = self._connect(write=True)
+            try:
+                con.execute(
+                    "INSERT OR IGNORE INTO models VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                    "?, ?, ?, now())",
+                    [model_id, device, model.devices, parent, method, model.backbone, snapshot,
+                     int(n_records), newest_measured_at, n["shared"], n["per_device"],
+                     n["total"], content, train_secs, json.dumps(metrics or {}),
+                     str(final.relative_to(self.paths.root))])
+            finally:
+                con.close()
+            return self.get(model_id)
+
+    def set_metrics(self, model_id: str, metrics: dict) -> None:
+        with self._lock():
+            con = self._connect(write=True)
+            try:
+                con.execute("UPDATE models SET metrics = ? WHERE id = ?",
+                            [json.dumps(metrics), model_id])
+            finally:
+                con.close()
+
+
+def _entry(row: dict) -> Entry:
+    metrics = row.get("metrics")
+    return Entry(**{**row, "devices": list(row["devices"]),
+                    "metrics": json.loads(metrics) if isinstance(metrics, str) else (metrics or {})})

@@ -1,0 +1,242 @@
+"""Continual distillation: the multi-device model, the five methods, the registry, the pipeline
+call, and the bad inputs the issue names (another architecture, no subset, a device before its
+teacher, distilling again with nothing new)."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from tcl.config import TclError
+from tcl.continual import DISTILLERS, DeviceData, MultiDeviceModel, Settings, make_distiller
+from tcl.continual.train import distill_loss
+from tcl.metrics import pairwise_accuracy
+from tcl.models.nn import synthetic_programs
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_HYPER = {"tenset-mlp": {"hidden": 32, "epochs": 10, "batch_size": 16, "lr": 3e-3,
+                             "patience": 2},
+              "mamba": {"d_model": 8, "n_layers": 1, "d_state": 4, "epochs": 3,
+                        "batch_size": 64, "patience": 2}}
+
+
+def _data(device: str, seed: int, labelled_share: float = 0.25) -> DeviceData:
+    pool = synthetic_programs(n_groups=8, per_group=16, seed=seed)
+    rng = np.random.default_rng(seed)
+    pick = np.sort(rng.choice(len(pool), int(len(pool) * labelled_share), replace=False))
+    labelled = pool.subset(pick)
+    unlabelled = pool.subset(np.arange(len(pool)))
+    unlabelled.labels = None
+    return DeviceData(device, labelled, None, unlabelled)
+
+
+def _first(backbone: str = "tenset-mlp") -> MultiDeviceModel:
+    s = Settings(backbone, TINY_HYPER[backbone])
+    return make_distiller("scratch").fit(None, _data("a", 0, 1.0), s)
+
+
+@pytest.mark.parametrize("method", list(DISTILLERS))
+def test_every_method_serves_every_device_it_learned(method):
+    s = Settings("tenset-mlp", TINY_HYPER["tenset-mlp"])
+    teacher = _first()
+    history = [_data("a", 0, 1.0)]
+    new = _data("b", 1)
+    student = make_distiller(method).fit(None if method == "scratch" else teacher, new, s,
+                                         history)
+    expected = ["b"] if method == "scratch" else ["a", "b"]
+    assert student.devices == expected and student.target == "b"
+    scores = student.predict(new.unlabelled)
+    assert scores.shape == (len(new.unlabelled),) and np.isfinite(scores).all()
+    # the synthetic label is a function of the features: every method learns something
+    truth = synthetic_programs(n_groups=8, per_group=16, seed=1)
+    assert pairwise_accuracy(scores, truth.labels, truth.group) > 0.52
+    assert teacher.devices == ["a"]   # the teacher is never modified
+
+
+def test_distillation_keeps_the_old_heads_and_finetuning_moves_them():
+    s = Settings("tenset-mlp", TINY_HYPER["tenset-mlp"])
+    teacher = _first()
+    new = _data("b", 1)
+    probe = synthetic_programs(n_groups=8, per_group=16, seed=5)
+    before = teacher.scores(probe, "a")
+
+    def drift(model):   # 1 - correlation of the old head's scores with the teacher's
+        return 1 - np.corrcoef(before, model.scores(probe, "a"))[0, 1]
+
+    kept = drift(make_distiller("distill").fit(teacher, new, s))
+    moved = drift(make_distiller("finetune").fit(teacher, new, s))
+    assert kept < moved
+
+
+def test_parameters_grow_by_one_head_per_device_under_five_percent():
+    for backbone in ("tenset-mlp", "mamba"):
+        model = MultiDeviceModel(backbone, ["a"])
+        one = model.n_parameters()
+        model.net.add_device("b")
+        two = model.n_parameters()
+        assert two["shared"] == one["shared"]
+        assert two["total"] - one["total"] == one["per_device"]
+        assert one["per_device"] / one["total"] <= 0.05, (backbone, one)
+
+
+def test_save_load_round_trip_keeps_every_head(tmp_path):
+    s = Settings("mamba", TINY_HYPER["mamba"])
+    teacher = make_distiller("scratch").fit(None, _data("a", 0, 1.0), s)
+    student = make_distiller("distill").fit(teacher, _data("b", 1), s)
+    f = tmp_path / "m.model"
+    student.save(f)
+    from tcl.models import load_model
+
+    back = load_model(f)
+    probe = synthetic_programs(n_groups=4, per_group=8, seed=3)
+    for d in ("a", "b"):
+        np.testing.assert_allclose(back.scores(probe, d), student.scores(probe, d), rtol=1e-5)
+    assert back.content_hash() == student.content_hash() and back.target == "b"
+    assert back.for_device("a").target == "a" and back.target == "b"   # a view, not a change
+    with pytest.raises(TclError, match="has not learned device 'c'"):
+        back.for_device("c")
+
+
+def test_distill_loss_is_a_ranking_match():
+    import torch
+
+    g = torch.tensor([0, 0, 0, 1, 1, 1, 2])
+    t = torch.tensor([1.0, 2.0, 3.0, 5.0, 5.0, 5.0, 1.0])
+    assert float(distill_loss(t * 10 + 3, t, g)) < 1e-4        # same ranking, any scale
+    assert float(distill_loss(-t, t, g)) > 3                     # reversed: 2 * 2 per task
+    # groups of one program, or where the teacher scores all alike, carry nothing
+
+
+# -- bad input ------------------------------------------------------------------------------------
+def test_a_teacher_of_another_architecture_is_refused(tmp_path):
+    from tcl.models import make_model
+
+    plain = make_model("tenset-mlp", hidden=16)
+    s = Settings("tenset-mlp", TINY_HYPER["tenset-mlp"])
+    with pytest.raises(TclError, match="needs a 'continual' model"):
+        make_distiller("distill").fit(plain, _data("b", 1), s)
+    mamba_teacher = _first("mamba")
+    with pytest.raises(TclError, match="backbone is 'mamba'"):
+        make_distiller("distill").fit(mamba_teacher, _data("b", 1), s)
+    # a file of another version
+    import torch
+
+    f = tmp_path / "old.model"
+    mamba_teacher.save(f)
+    blob = torch.load(f, weights_only=True)
+    blob["version"] = 0
+    torch.save(blob, f)
+    with pytest.raises(TclError, match="version 0"):
+        MultiDeviceModel.load(f)
+
+
+def test_no_subset_and_a_device_the_teacher_knows_are_refused():
+    s = Settings("tenset-mlp", TINY_HYPER["tenset-mlp"])
+    with pytest.raises(TclError, match="no measured subset"):
+        DeviceData("b", synthetic_programs(n_groups=1, per_group=2).subset(np.array([], int)))
+    teacher = _first()
+    with pytest.raises(TclError, match="has learned device 'a' already"):
+        make_distiller("distill").fit(teacher, _data("a", 1), s)
+    with pytest.raises(TclError, match="needs a teacher"):
+        make_distiller("compress").fit(None, _data("b", 1), s)
+    with pytest.raises(TclError, match="unknown distillation method"):
+        make_distiller("magic")
+
+
+def test_registry_registers_by_content_and_reports_damage(paths):
+    from tcl.registry import ModelRegistry
+
+    reg = ModelRegistry(paths)
+    assert reg.latest("a") is None and reg.frame().is_empty()
+    model = _first()
+    e = reg.register(model, device="a", parent=None, method="scratch", snapshot="k1",
+                     n_records=10, newest_measured_at=None, metrics={"new": {"top1": 0.5}})
+    assert (paths.root / e.path).exists() and e.id == model.content_hash()[:16]
+    again = reg.register(model, device="a", parent=None, method="scratch", snapshot="k1",
+                         n_records=10, newest_measured_at=None)
+    assert again.id == e.id and len(reg.entries()) == 1
+    assert reg.latest("a").metrics["new"]["top1"] == 0.5
+    assert reg.load(e).content_hash() == model.content_hash()
+    reg.file.write_bytes(b"not a database")
+    with pytest.raises(TclError, match="registry .* cannot be opened"):
+        reg.entries()
+
+
+# -- the pipeline call on real measurements --------------------------------------------------------
+@pytest.fixture(scope="module")
+def two_devices(tmp_path_factory):
+    """The tiny profile measured for real on two devices, and a sequence over them."""
+    from tcl import pipeline
+    from tcl.params import load_params
+
+    root = tmp_path_factory.mktemp("continual")
+    raw = yaml.safe_load((ROOT / "tests" / "tiny_params.yaml").read_text())
+    raw["devices"] = ["cpu-avx2", "cpu-avx2-1c"]
+    raw["continual"].update(sequence=["cpu-avx2", "cpu-avx2-1c"], subset=0.5,
+                            backbone="tenset-mlp")
+    raw["train"]["models"] = ["tenset-mlp"]
+    raw["train"]["hyper"] = {"tenset-mlp": {"hidden": 16, "epochs": 3, "batch_size": 64}}
+    raw["select"]["teacher"] = "cpu-avx2/tenset-mlp"
+    (root / "params.yaml").write_text(yaml.safe_dump(raw))
+    params = load_params(root / "params.yaml")
+    pipeline.run_zoo(params)
+    pipeline.run_sample(params, progress=False)
+    for d in raw["devices"]:
+        pipeline.run_measure(params, d, progress=False)
+    pipeline.run_featurize(params, progress=False)
+    return params
+
+
+@pytest.mark.slow
+def test_distill_device_end_to_end(two_devices, capsys):
+    from tcl.continual.run import distill_device
+    from tcl.registry import ModelRegistry
+
+    params = two_devices
+    with pytest.raises(TclError, match="comes after 'cpu-avx2'.*distill --device cpu-avx2"):
+        distill_device(params, "cpu-avx2-1c")
+    first = distill_device(params, "cpu-avx2")
+    assert first.new and first.entry.method == "scratch" and first.entry.parent is None
+    second = distill_device(params, "cpu-avx2-1c")
+    e = second.entry
+    assert second.new and e.parent == first.entry.id and e.devices == ["cpu-avx2", "cpu-avx2-1c"]
+    assert e.method == "distill" and 0 < e.n_records < first.entry.n_records
+    assert set(second.metrics["forgetting"]) == {"cpu-avx2"}
+    assert "overall" in second.metrics["forgetting"]["cpu-avx2"]["pairwise"]
+    # the subset is a stored selection: the catalog joins it with the records
+    from tcl.store.catalog import query
+
+    picked = query(params.paths, "select count(*) n from selections s join records r "
+                                 "using (device, program_id) where device = 'cpu-avx2-1c'")
+    assert picked["n"][0] == e.n_records
+    # nothing new: nothing retrained, nothing registered, and the message says so
+    capsys.readouterr()
+    again = distill_device(params, "cpu-avx2-1c", say=print)
+    assert not again.new and again.entry.id == e.id
+    assert "nothing new" in capsys.readouterr().out
+    assert len(ModelRegistry(params.paths).entries()) == 2
+    # another method is another version, with the same parent
+    mtl = distill_device(params, "cpu-avx2-1c", method="multitask")
+    assert mtl.new and mtl.entry.method == "multitask" and mtl.entry.parent == first.entry.id
+    assert ModelRegistry(params.paths).latest("cpu-avx2-1c").id == mtl.entry.id
+
+
+@pytest.mark.slow
+def test_models_list_and_distill_cli(two_devices):
+    import subprocess
+    import sys
+
+    root = two_devices.source.parent
+    tcl = [sys.executable, "-m", "tcl.cli"]
+    out = subprocess.run([*tcl, "distill", "--device", "cpu-avx2"], cwd=root, text=True,
+                         capture_output=True)
+    assert out.returncode == 0, out.stderr
+    listed = subprocess.run([*tcl, "models", "list", "--format", "csv"], cwd=root, text=True,
+                            capture_output=True)
+    assert listed.returncode == 0 and "cpu-avx2" in listed.stdout
+    bad = subprocess.run([*tcl, "distill", "--device", "cpu-sse42"], cwd=root, text=True,
+                         capture_output=True)
+    assert bad.returncode == 2 and "not in params.yaml's continual.sequence" in bad.stderr
