@@ -19,6 +19,14 @@ one ensemble per seed. Uncertainty is the members' disagreement (ensemble, not t
 single-model perturbation fallback); the embedding (R, D) is the first member's hidden state.
 Every sampler except random gets the same ensemble.
 
+Target-aware selection (``--protocol aware`` jobs, issue 12 point 5): the held-out networks'
+tasks are the ones the device will run. Each held-out task's programs are split in two halves
+(by program id, the same for every seed): candidates and evaluation programs. ``strict``: the
+pool is the training tasks' programs only (the deployed networks are never measured);
+``aware``: the pool also holds the deployed tasks' candidate halves. Both measure the same
+number of programs (the share of the training pool: every measured program counts in the
+budget) and both are scored on the evaluation halves only, which no model ever sees labelled.
+
 The per-task / global decision is measured on the training side only (``--protocol selection``
 jobs): a quarter of the target's training tasks (``split_tasks(.., 0.25, seed)``, as
 ``benchmarks/select_hyper.py``) is the evaluation set, weighted by the training networks that run
@@ -197,19 +205,23 @@ class Context:
         from tcl.train import split_tasks
 
         d = self.device(device)
-        if protocol == "heldout":
+        if protocol in ("heldout", "strict", "aware"):
             return d.train_ids, d.holdout_ids, self.nets
         rest, select = split_tasks(d.train_ids, 0.25, seed)
         nets = self.nets.filter(~pl.col("holdout") & pl.col("task_id").is_in(select))
         return rest, select, nets.with_columns(pl.lit(True).alias("holdout"))
 
     def select(self, protocol: str, device: str, label: str, share: int, seed: int,
-               pool_ps) -> tuple[np.ndarray, float]:
+               pool_ps, budget: int | None = None) -> tuple[np.ndarray, float]:
         """Pool indices the sampler picks (cached by key), and the seconds selection took."""
         from tcl.samplers import Pool, make_sampler
 
         source = self.args.source.get(device, SOURCES.get(device))
         key = f"{protocol}|{device}|{source}|{label}|{share}|{seed}|{self.args.members}"
+        if len(pool_ps) != len(self.device(device).programs.subset(
+                np.flatnonzero(np.isin(self.device(device).programs.task_ids.astype(str),
+                                       self.device(device).train_ids)))):
+            key += f"|pool{len(pool_ps)}"   # the aware pool (training + deployed candidates)
         ids = pool_ps.program_ids.astype(str)
         if key in self.selections:
             row = self.selections[key]
@@ -221,7 +233,8 @@ class Context:
         notes = []
         sampler = make_sampler(name, **kwargs, on_note=notes.append)
         start = time.perf_counter()
-        chosen = sampler.select(pool, share / 100, model=model, seed=seed)
+        chosen = sampler.select(pool, share / 100 if budget is None else budget, model=model,
+                                seed=seed)
         secs = time.perf_counter() - start
         row = {"key": key, "ids": chosen, "select_s": round(secs, 3), "notes": notes}
         with open(self.selections_file, "a") as fh:
@@ -260,6 +273,29 @@ def steps_matched(hyper: dict, train, full_batches: int) -> dict:
     return out
 
 
+def deploy_halves(ps):
+    """(candidates, evaluation programs) of the deployed (held-out) tasks: each program goes
+    to one half by its id's hash, so the halves are the same for every seed and sampler."""
+    halves = np.array([int(hashlib.sha1(str(p).encode()).hexdigest(), 16) % 2
+                       for p in ps.program_ids])
+    return ps.subset(np.flatnonzero(halves == 0)), ps.subset(np.flatnonzero(halves == 1))
+
+
+def concat_sets(a, b):
+    """Programs of ``a`` then ``b`` (groups renumbered by task)."""
+    from tcl.models.base import ProgramSet
+
+    cat = lambda x, y: None if x is None else np.concatenate([x, y])  # noqa: E731
+    ps = ProgramSet(cat(a.program_ids, b.program_ids), cat(a.group, b.group + a.group.max() + 1),
+                    cat(a.per_store, b.per_store),
+                    np.concatenate([a.store_offsets, b.store_offsets[1:] + a.store_offsets[-1]]),
+                    cat(a.tokens, b.tokens),
+                    np.concatenate([a.token_offsets, b.token_offsets[1:] + a.token_offsets[-1]]),
+                    cat(a.labels, b.labels), cat(a.task_ids, b.task_ids),
+                    cat(a.latency, b.latency))
+    return relabeled(ps)
+
+
 def run_cell(ctx: Context, job: dict) -> dict:
     from tcl.evaluate import evaluate
     from tcl.models import make_model
@@ -271,10 +307,16 @@ def run_cell(ctx: Context, job: dict) -> dict:
     d = ctx.device(device)
     pool_ids, eval_ids, nets = ctx.split(protocol, device, seed)
     pool_ps = subset_tasks(d.programs, pool_ids)
+    budget, test = None, subset_tasks(d.programs, eval_ids)
+    if protocol in ("strict", "aware"):
+        candidates, test = deploy_halves(test)
+        budget = round(share / 100 * len(pool_ps))   # the same count in both protocols
+        if protocol == "aware":
+            pool_ps = concat_sets(pool_ps, candidates)
     if label == FULL:
         picked, select_s = np.arange(len(pool_ps)), 0.0
     else:
-        picked, select_s = ctx.select(protocol, device, label, share, seed, pool_ps)
+        picked, select_s = ctx.select(protocol, device, label, share, seed, pool_ps, budget)
     sub = relabeled(pool_ps.subset(np.sort(picked)))
     tasks = sorted(set(sub.task_ids.astype(str)))
     fit_ids, valid_ids = split_tasks(tasks, 0.1, seed) if ctx.args.early_stop == "picked" \
@@ -289,7 +331,6 @@ def run_cell(ctx: Context, job: dict) -> dict:
     start = time.perf_counter()
     model.fit(train, valid, on_epoch=epochs.append)
     train_s = time.perf_counter() - start
-    test = subset_tasks(d.programs, eval_ids)
     frame = evaluate({kind: model}, test, None, nets, ctx.tasks)
     mean = frame.filter(pl.col("scope") == "mean").row(0, named=True)
     digest = hashlib.sha1("\n".join(sorted(sub.program_ids.astype(str))).encode()).hexdigest()
@@ -297,6 +338,7 @@ def run_cell(ctx: Context, job: dict) -> dict:
             if label not in (FULL, "random", "random-global") else None,
             "top1": mean["top1"], "top5": mean["top5"], "pairwise": mean["pairwise"],
             "n_pool": len(pool_ps), "n_pool_tasks": len(pool_ids), "n_picked": len(sub),
+            "n_picked_deploy": int(np.isin(sub.task_ids.astype(str), eval_ids).sum()),
             "n_picked_tasks": len(tasks), "n_train": len(train),
             "n_valid": 0 if valid is None else len(valid), "n_valid_tasks": len(valid_ids),
             "n_test": len(test), "epochs": hyper["epochs"], "patience": hyper.get("patience"),
@@ -335,6 +377,12 @@ def plan(args) -> list[tuple[str, list[dict]]]:
             phases.append((f"{model} per-task vs global on the training side",
                            jobs_for("selection", args.targets, model, sel,
                                     list(SELECTION_SHARES), args.seeds)))
+        if model == args.models[0] and args.aware:
+            aware = [j for protocol in ("strict", "aware")
+                     for j in jobs_for(protocol, args.targets, model,
+                                       [x for x in ("rdu", "random") if x in args.samplers],
+                                       [5, 10, 20, 100], args.seeds)]
+            phases.append((f"{model} target-aware vs strict hold-out", aware))
         if rest:
             phases.append((f"{model} other shares",
                            jobs_for("heldout", args.targets, model, args.samplers, rest,
@@ -542,6 +590,33 @@ def summarize(args) -> str:
                     cell(r.filter(pl.col("share") == s)[metric].to_list()) for s in shares)
                     + " | |")
             out += ["| full pool | " + " | " * len(shares) + f"{cell(full)} |", ""]
+    aware = frame.filter(pl.col("protocol").is_in(["strict", "aware"]))
+    if not aware.is_empty():
+        out += ["#### Target-aware selection vs strict hold-out (top-1 / pairwise on the "
+                "deployed networks' evaluation halves)", "",
+                "Both protocols measure the same number of programs: the share of the training "
+                "pool; `aware` may spend it on the deployed networks' candidate halves too "
+                "(`deploy picks`: how many it did).", ""]
+        for (device, model), part in aware.group_by("device", "model", maintain_order=True):
+            shares = sorted(x for x in part["share"].unique().to_list() if x != 100)
+            out += [f"##### target {device}, model {model}", "",
+                    "| protocol | sampler | " + " | ".join(f"{x}% top1" for x in shares)
+                    + " | 10% pairwise | deploy picks at 10% | all measured (100%) top1 |",
+                    "|---|---|" + "---|" * (len(shares) + 3)]
+            for protocol in ("strict", "aware"):
+                pp = part.filter(pl.col("protocol") == protocol)
+                full = pp.filter(pl.col("sampler") == FULL)["top1"].to_list()
+                for label in ("rdu", "random"):
+                    r = pp.filter(pl.col("sampler") == label)
+                    if r.is_empty():
+                        continue
+                    ten = r.filter(pl.col("share") == 10)
+                    out.append(f"| {protocol} | {label} | " + " | ".join(
+                        cell(r.filter(pl.col("share") == x)["top1"].to_list()) for x in shares)
+                        + f" | {cell(ten['pairwise'].to_list())} | "
+                        f"{cell([float(v) for v in ten['n_picked_deploy'].to_list()], 0)} | "
+                        f"{cell(full)} |")
+            out.append("")
     # targets: RDU at 10% against the full pool and against random, paired by seed
     out += ["#### Targets at 10% (paired by seed; top-1)", "",
             "| device | model | seeds | full top1 | rdu top1 | rdu / full | random top1 | "
@@ -677,6 +752,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="picked: 10%% of the picked programs' tasks stop training early; none: "
                     "train on every picked program for the epochs given")
     ap.add_argument("--phase", help="run only the plan's phases whose name contains this")
+    ap.add_argument("--no-aware", dest="aware", action="store_false",
+                    help="skip the target-aware vs strict hold-out jobs")
     ap.add_argument("--no-selection", dest="selection", action="store_false",
                     help="skip the training-side per-task vs global jobs")
     ap.add_argument("--estimate", action="store_true",

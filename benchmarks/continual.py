@@ -1,0 +1,354 @@
+"""Continual learning across devices: five methods on the same data, splits and subsets.
+
+Protocol (issue 13, point 6). A device order (``--orders``) over the reference devices; every
+device's data is its measured programs of the pipeline's tasks (``--params``), restricted to
+the programs every device of the order measured, so the devices differ only in their labels.
+
+- The first device: a model trained on its whole training pool (10% of the tasks kept for early
+  stopping), method "scratch"; every method's chain starts from this same model.
+- Each later device: ``--share`` of its training pool, picked by RDU (``tcl.samplers``, per task)
+  with the first device's model as the cold-start model (embedding and uncertainty): the same
+  subset for every method. 10% of the subset's tasks are kept for early stopping. The pool's
+  other programs are the unlabelled candidates (features only) that distillation may read.
+- Methods (``tcl.continual``): scratch (the subset alone), finetune, multitask (heads per device,
+  all devices' data so far: the first device's full pool and the later subsets), distill,
+  compress. Each method's chain feeds its own next step (its model is the next teacher).
+- Scored with ``tcl.evaluate`` on each device's held-out networks: the new device right after it
+  is learned (top-1, top-5, pairwise); at the end of the order every earlier device again, and
+  forgetting = its score right after its own step minus its score with the final model
+  (``tcl.metrics.forgetting_summary``: overall, per operator class, worst class). A scratch model
+  serves one device, so it has no forgetting.
+
+One JSON line per (backbone, order, seed, method, device) in ``--results``; a (backbone, order,
+seed) that is there already is skipped, so an interrupted run resumes.
+
+    OMP_NUM_THREADS=1 python benchmarks/continual.py --data data --seeds 5
+    python benchmarks/continual.py --summarize --plot docs/bench-continual.png
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from _common import pipeline_task_ids
+
+ORDERS = ("cpu-avx2,cpu-sse42,cpu-avx2-1c,cpu-avx512", "cpu-avx512,cpu-sse42,cpu-avx2,cpu-avx2-1c")
+METHODS = ("scratch", "finetune", "multitask", "distill", "compress")
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class Data:
+    """Per device: the training pool and the held-out set (ProgramSets with task ids)."""
+
+    def __init__(self, args, devices: list[str]) -> None:
+        from tcl.config import Paths
+        from tcl.dataset import load_program_set
+        from tcl.train import holdout_task_ids
+
+        self.paths = Paths(args.data.resolve())
+        tasks = pipeline_task_ids(self.paths.root, args.params)
+        held = holdout_task_ids(self.paths) & tasks
+        self.nets = pl.read_parquet(self.paths.networks_file)
+        self.tasks = pl.read_parquet(self.paths.tasks_file)
+        loaded = {d: load_program_set(self.paths, d, sorted(tasks)) for d in devices}
+        common = set.intersection(*[set(ps.program_ids.astype(str)) for ps in loaded.values()])
+        self.train, self.held = {}, {}
+        for d, ps in loaded.items():
+            ids = ps.program_ids.astype(str)
+            tids = ps.task_ids.astype(str)
+            keep = np.isin(ids, list(common))
+            is_held = np.isin(tids, list(held))
+            self.train[d] = relabel(ps.subset(np.flatnonzero(keep & ~is_held)))
+            self.held[d] = ps.subset(np.flatnonzero(keep & is_held))
+        log("data: " + ", ".join(f"{d} {len(self.train[d])} train / {len(self.held[d])} held-out"
+                                 for d in devices))
+
+    def evaluate(self, model, device: str) -> pl.DataFrame:
+        from tcl.evaluate import evaluate
+
+        return evaluate({"m": model.for_device(device)}, self.held[device], None, self.nets,
+                        self.tasks)
+
+
+def relabel(ps):
+    """Groups 0..k-1 by task, labels within these programs (what the device measured)."""
+    from dataclasses import replace
+
+    from tcl.metrics import labels
+
+    _, group = np.unique(ps.task_ids.astype(str), return_inverse=True)
+    return replace(ps, group=group.astype(np.int64),
+                   labels=labels(ps.latency, group).astype(np.float32))
+
+
+def split(ps, seed: int, fraction: float = 0.1):
+    """(fit, valid) by tasks, as the train stage splits."""
+    from tcl.train import split_tasks
+
+    fit_ids, valid_ids = split_tasks(sorted(set(ps.task_ids.astype(str))), fraction, seed)
+    pick = lambda ids: relabel(ps.subset(np.flatnonzero(  # noqa: E731
+        np.isin(ps.task_ids.astype(str), ids)))) if ids else None
+    return pick(fit_ids), pick(valid_ids)
+
+
+def unlabelled(ps):
+    from dataclasses import replace
+
+    return replace(ps, labels=None)
+
+
+def mean_row(frame: pl.DataFrame) -> dict:
+    row = frame.filter(pl.col("scope") == "mean").row(0, named=True)
+    return {k: float(row[k]) for k in ("top1", "top5", "pairwise") if row.get(k) is not None}
+
+
+def run_unit(data: Data, backbone: str, order: list[str], seed: int, args, hyper: dict
+             ) -> list[dict]:
+    from tcl.continual import DeviceData, Settings, make_distiller
+    from tcl.metrics import forgetting_summary
+    from tcl.samplers import Pool, make_sampler, parse_budget
+
+    settings = Settings(backbone, hyper, args.kd_new, args.kd_old, args.ewc, seed)
+    first = order[0]
+    fit, valid = split(data.train[first], seed)
+    start = time.perf_counter()
+    base = make_distiller("scratch").fit(None, DeviceData(first, fit, valid,
+                                                          unlabelled(data.train[first])), settings)
+    secs = time.perf_counter() - start
+    first_eval = data.evaluate(base, first)
+    rows = [{"method": m, "device": first, "step": 0, "secs": round(secs, 2),
+             **mean_row(first_eval), "n_labelled": len(data.train[first])} for m in args.methods]
+    log(f"{backbone} {order} seed {seed}: {first} full pool {len(fit)} programs, "
+        f"{secs:.0f} s, top1 {rows[0]['top1']:.3f}")
+    chains = {m: base for m in args.methods}
+    right_after = {m: {first: first_eval} for m in args.methods}
+    history = [DeviceData(first, fit, valid, unlabelled(data.train[first]))]
+    for step, device in enumerate(order[1:], start=1):
+        pool_ps = data.train[device]
+        k = parse_budget(args.share, len(pool_ps))
+        sampler = make_sampler("rdu")
+        ids = sampler.select(Pool(unlabelled(pool_ps)), k, model=base, seed=seed)
+        picked = pool_ps.subset(np.flatnonzero(np.isin(pool_ps.program_ids.astype(str), ids)))
+        sub_fit, sub_valid = split(picked, seed)
+        new = DeviceData(device, sub_fit, sub_valid, unlabelled(pool_ps))
+        for m in args.methods:
+            start = time.perf_counter()
+            teacher = None if m == "scratch" else chains[m]
+            model = make_distiller(m).fit(teacher, new, settings, history)
+            secs = time.perf_counter() - start
+            ev = data.evaluate(model, device)
+            chains[m] = model if m != "scratch" else chains[m]
+            right_after[m][device] = ev
+            n = model.n_parameters()
+            rows.append({"method": m, "device": device, "step": step, "secs": round(secs, 2),
+                         **mean_row(ev), "n_labelled": len(picked), "params_shared": n["shared"],
+                         "params_per_device": n["per_device"], "params_total": n["total"]})
+            log(f"  {device} {m}: top1 {rows[-1]['top1']:.3f} pairwise "
+                f"{rows[-1]['pairwise']:.3f} ({secs:.0f} s)")
+        history.append(new)
+    # forgetting: each earlier device, right after its step vs with the chain's final model
+    for m in args.methods:
+        if m == "scratch":
+            continue
+        final = chains[m]
+        for device in order[:-1]:
+            f = forgetting_summary(right_after[m][device], data.evaluate(final, device))
+            row = next(r for r in rows if r["method"] == m and r["device"] == device)
+            row["forgetting"] = f
+    return rows
+
+
+def overrides(pairs: list[str]) -> dict:
+    from _common import parse_value
+
+    out = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        out[key] = parse_value(value)
+    return out
+
+
+def load_hyper(params_file: str) -> dict:
+    import yaml
+
+    raw = yaml.safe_load(Path(params_file).read_text())
+    return raw["train"]["hyper"]
+
+
+def main_run(args) -> None:
+    done = set()
+    if args.results.exists():
+        for line in args.results.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                done.add((r["backbone"], r["order"], r["seed"]))
+    orders = [o.split(",") for o in args.orders]
+    data = Data(args, sorted(set(d for o in orders for d in o)))
+    hyper_all = load_hyper(args.params)
+    for seed in range(args.seeds):
+        for backbone in args.backbones:
+            for order in orders:
+                key = (backbone, ",".join(order), seed)
+                if key in done:
+                    continue
+                hyper = {**hyper_all.get(backbone, {}), **overrides(args.set)}
+                rows = run_unit(data, backbone, order, seed, args, hyper)
+                with open(args.results, "a") as fh:
+                    for r in rows:
+                        fh.write(json.dumps({"backbone": backbone, "order": ",".join(order),
+                                             "seed": seed, "share": args.share, **r}) + "\n")
+
+
+# -- summary -------------------------------------------------------------------------------------
+def mean_se(values) -> str:
+    v = [x for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    if not v:
+        return ""
+    if len(v) == 1:
+        return f"{v[0]:.3f} (n=1)"
+    return f"{np.mean(v):.3f} ± {np.std(v, ddof=1) / math.sqrt(len(v)):.3f}" + \
+        ("" if len(v) >= 5 else f" (n={len(v)})")
+
+
+def summarize(args) -> str:
+    rows = [json.loads(line) for line in args.results.read_text().splitlines() if line.strip()]
+    out = [f"Results: {args.results} ({len(rows)} rows). Mean ± standard error over seeds "
+           "(n=5 unless marked)."]
+    frame = pl.DataFrame([{k: v for k, v in r.items() if k != "forgetting"} for r in rows])
+    for (backbone, order), part in frame.group_by("backbone", "order", maintain_order=True):
+        later = part.filter(pl.col("step") > 0)
+        devices = later["device"].unique(maintain_order=True).to_list()
+        out.append(f"\n#### {backbone}, order {order.replace(',', ' -> ')}: the new device "
+                   f"right after it is learned (top-1 / pairwise)\n")
+        out.append("| method | " + " | ".join(devices) + " | mean top-1 | mean pairwise |")
+        out.append("|---|" + "---|" * (len(devices) + 2))
+        for m in METHODS:
+            mp = later.filter(pl.col("method") == m)
+            if mp.is_empty():
+                continue
+            cells = [mean_se(mp.filter(pl.col("device") == d)["top1"].to_list()) for d in devices]
+            per_seed = mp.group_by("seed").agg(pl.col("top1").mean(), pl.col("pairwise").mean())
+            out.append(f"| {m} | " + " | ".join(cells) + f" | {mean_se(per_seed['top1'].to_list())}"
+                       f" | {mean_se(per_seed['pairwise'].to_list())} |")
+        first = part.filter(pl.col("step") == 0)
+        out.append(f"\nFirst device ({first['device'][0]}, full pool): top-1 "
+                   f"{mean_se(first.filter(pl.col('method') == METHODS[0])['top1'].to_list())}")
+    # forgetting
+    out.append("\n#### Forgetting at the end of the order (earlier devices: right after their "
+               "own step minus with the final model; > 0 forgot)\n")
+    out.append("| backbone | order | method | top-1 mean | top-1 worst class | pairwise mean | "
+               "pairwise worst class |")
+    out.append("|---|---|---|---|---|---|---|")
+    groups: dict = {}
+    for r in rows:
+        if "forgetting" not in r:
+            continue
+        g = groups.setdefault((r["backbone"], r["order"], r["method"]), {})
+        s = g.setdefault(r["seed"], {"t": [], "tw": [], "p": [], "pw": [], "twc": [], "pwc": []})
+        f = r["forgetting"]
+        s["t"].append(f["top1"]["overall"])
+        s["p"].append(f["pairwise"]["overall"])
+        s["tw"].append(f["top1"]["worst"])
+        s["pw"].append(f["pairwise"]["worst"])
+        s["twc"].append(f["top1"]["worst_class"])
+        s["pwc"].append(f["pairwise"]["worst_class"])
+    for (backbone, order, m), seeds in groups.items():
+        def per_seed(key, agg):
+            return [agg([x for x in s[key] if x is not None]) for s in seeds.values()]
+        worst_t = max((c for s in seeds.values() for c in s["twc"] if c), default="",
+                      key=lambda c: sum(s["twc"].count(c) for s in seeds.values()))
+        worst_p = max((c for s in seeds.values() for c in s["pwc"] if c), default="",
+                      key=lambda c: sum(s["pwc"].count(c) for s in seeds.values()))
+        out.append(f"| {backbone} | {order.split(',')[0]} first | {m} | "
+                   f"{mean_se(per_seed('t', np.mean))} | {mean_se(per_seed('tw', max))} "
+                   f"({worst_t}) | {mean_se(per_seed('p', np.mean))} | "
+                   f"{mean_se(per_seed('pw', max))} ({worst_p}) |")
+    # parameters and time
+    out.append("\n#### Parameters and training time per later device\n")
+    out.append("| backbone | method | shared | per device | growth per device | seconds |")
+    out.append("|---|---|---|---|---|---|")
+    later = frame.filter(pl.col("step") > 0)
+    for (backbone, m), part in later.group_by("backbone", "method", maintain_order=True):
+        r = part.row(0, named=True)
+        growth = r["params_per_device"] / (r["params_shared"] + r["params_per_device"])
+        per = "—" if m == "scratch" else f"{r['params_per_device']}"
+        out.append(f"| {backbone} | {m} | {r['params_shared']} | {per} | "
+                   f"{'— (one model per device)' if m == 'scratch' else f'{growth:.2%}'} | "
+                   f"{mean_se(part['secs'].to_list())} |")
+    text = "\n".join(out)
+    if args.plot:
+        plot(frame, args.plot)
+    return text
+
+
+def plot(frame: pl.DataFrame, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    later = frame.filter(pl.col("step") > 0)
+    keys = later.select("backbone", "order").unique(maintain_order=True).rows()
+    fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.8), squeeze=False)
+    for ax, (backbone, order) in zip(axes[0], keys):
+        part = later.filter((pl.col("backbone") == backbone) & (pl.col("order") == order))
+        devices = part["device"].unique(maintain_order=True).to_list()
+        width = 0.8 / len(METHODS)
+        for i, m in enumerate(METHODS):
+            mp = part.filter(pl.col("method") == m)
+            if mp.is_empty():
+                continue
+            means = [mp.filter(pl.col("device") == d)["top1"].mean() for d in devices]
+            ses = [(mp.filter(pl.col("device") == d)["top1"].std() or 0) /
+                   math.sqrt(max(mp.filter(pl.col("device") == d).height, 1)) for d in devices]
+            ax.bar(np.arange(len(devices)) + i * width, means, width, yerr=ses, label=m)
+        ax.set_xticks(np.arange(len(devices)) + 0.4 - width / 2, devices, fontsize=8)
+        ax.set_ylabel("top-1, held-out networks")
+        ax.set_title(f"{backbone}: {order.split(',')[0]} first", fontsize=9)
+        ax.set_ylim(0, 1)
+    axes[0][0].legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, default=Path("data"))
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--results", type=Path, default=Path("docs/bench-continual.jsonl"))
+    ap.add_argument("--orders", nargs="+", default=list(ORDERS))
+    ap.add_argument("--backbones", nargs="+", default=["tenset-mlp", "mamba"])
+    ap.add_argument("--methods", nargs="+", default=list(METHODS))
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--share", type=float, default=0.1)
+    ap.add_argument("--kd-new", type=float, default=1.0)
+    ap.add_argument("--kd-old", type=float, default=1.0)
+    ap.add_argument("--ewc", type=float, default=10.0)
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="override a backbone hyperparameter (smoke runs: epochs=2)")
+    ap.add_argument("--summarize", action="store_true")
+    ap.add_argument("--plot", type=Path)
+    args = ap.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if args.summarize:
+        print(summarize(args))
+        return
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    main_run(args)
+
+
+if __name__ == "__main__":
+    main()
