@@ -86,10 +86,12 @@ def cmd_device(args) -> int:
         if reg.is_registered(args.name, args.target, args.rpc_key, args.tracker, measure):
             print(f"device {args.name} is already registered with this definition; "
                   "nothing changed")
-            return 0
-        d = reg.add(args.name, args.target, rpc_key=args.rpc_key, tracker=args.tracker,
-                    measure=measure, replace=args.replace)
-        print(f"added device {d.name}: {json.dumps(d.target)}")
+        else:
+            d = reg.add(args.name, args.target, rpc_key=args.rpc_key, tracker=args.tracker,
+                        measure=measure, replace=args.replace)
+            print(f"added device {d.name}: {json.dumps(d.target)}")
+        if args.run:
+            return _trigger_add_device(args)
         return 0
     for d in reg.all().values():
         try:
@@ -98,6 +100,47 @@ def cmd_device(args) -> int:
         except TclError as e:
             ok = f"NOT runnable here: {e}"
         print(f"{d.name:<14} {json.dumps(d.target):<60} {ok}")
+    return 0
+
+
+def _trigger_add_device(args) -> int:
+    """Emit ``tcl.device.added``; with no Prefect server to react to it, run the flow here."""
+    from .events import emit_device_added, server_configured
+    from .params import load_params
+
+    params = load_params(args.params)   # validated before anything runs
+    if args.data and Path(args.data).resolve() != params.paths.root:
+        raise TclError(f"--data {args.data} is not {args.params}'s data root "
+                       f"({params.paths.root}); the add-device run uses the params file's")
+    if server_configured():
+        emit_device_added(args.name, args.params)
+        print(f"emitted {args.name!r} as tcl.device.added: the add-device deployment that "
+              "`tcl serve` serves runs it (watch it in the Prefect UI)")
+        return 0
+    from flows.add_device import add_device
+
+    emit_device_added(args.name, args.params)   # recorded by the ephemeral API, if any
+    add_device(device=args.name, params_file=args.params)
+    return 0
+
+
+def cmd_status(args) -> int:
+    from .status import device_status
+
+    frame = device_status(_paths(args))
+    if args.format == "csv":
+        sys.stdout.write(frame.write_csv())
+    elif args.format == "json":
+        sys.stdout.write(frame.write_ndjson())
+    else:
+        _print_frame(frame)
+    return 0
+
+
+def cmd_serve(args) -> int:
+    from flows.serve import serve
+
+    serve(args.params)
     return 0
 
 
@@ -290,6 +333,10 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--min-repeat-ms", type=int_in(0, 60_000), default=40)
     add.add_argument("--timeout", type=float_in(0.1, 3600), default=10.0,
                      help="seconds before a run counts as a timeout")
+    add.add_argument("--no-run", dest="run", action="store_false",
+                     help="only register: do not trigger the add-device run")
+    add.add_argument("--params", default="params.yaml",
+                     help="the add-device run's params file (default: params.yaml)")
     add.add_argument("--replace", action="store_true",
                      help="redefine an existing device (refused while it has records)")
     d.set_defaults(func=cmd_device)
@@ -359,6 +406,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--reason", required=True, help="why, written to retired/log.jsonl")
     r.add_argument("--dry-run", action="store_true", help="only count what would move")
     r.set_defaults(func=cmd_retire)
+
+    st = sub.add_parser("status", help="per device: records, hosts, latest model, what is "
+                                       "pending")
+    st.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    st.set_defaults(func=cmd_status)
+    sv = sub.add_parser("serve", help="serve the add-device (event-triggered) and refresh "
+                                      "(scheduled) deployments until interrupted")
+    sv.add_argument("--params", default="params.yaml")
+    sv.set_defaults(func=cmd_serve)
 
     dc = sub.add_parser("datacard", help="dataset statistics, noise and device landscapes")
     dc.add_argument("--out", default="data/reports/datacard")

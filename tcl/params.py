@@ -67,6 +67,12 @@ class ContinualParams:
 
 
 @dataclass(frozen=True)
+class AddDeviceParams:
+    eval_programs_per_task: int  # a new device's evaluation set: candidates per held-out task
+    refresh_cron: str            # `tcl serve`: when the refresh deployment runs (cron, UTC)
+
+
+@dataclass(frozen=True)
 class SelectParams:
     devices: tuple[str, ...]    # measured by selection (active collection), not in full
     sampler: str                # one of tcl.samplers.SAMPLERS
@@ -100,6 +106,7 @@ class Params:
     select: SelectParams
     evaluate: EvaluateParams
     continual: ContinualParams
+    add_device: AddDeviceParams
 
     @property
     def paths(self) -> Paths:
@@ -184,7 +191,7 @@ def _show(value: Any) -> str:
 
 
 TOP_KEYS = ("data", "devices", "zoo", "sample", "measure", "train", "select", "evaluate",
-            "continual")
+            "continual", "add_device")
 
 
 def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
@@ -267,8 +274,16 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
                   for i, k in enumerate(e["top_k"]))
 
     continual = _continual_params(r, top["continual"], known_devices, train)
+    a = r.section(top["add_device"], "add_device", ("eval_programs_per_task", "refresh_cron"))
+    cron = a["refresh_cron"]
+    if not isinstance(cron, str) or len(cron.split()) != 5:
+        raise r.fail("add_device.refresh_cron", f"expected a cron line of 5 fields such as "
+                                                f"'0 3 * * *', got {_show(cron)}")
+    add_device = AddDeviceParams(
+        r.integer(a["eval_programs_per_task"], "add_device.eval_programs_per_task", 1,
+                  maximum=MAX_PROGRAMS_PER_TASK), cron)
     params = Params(source.resolve(), data, devices, zoo, sample, measure, train, select,
-                    EvaluateParams(top_k), continual)
+                    EvaluateParams(top_k), continual, add_device)
     if check_models:
         check_model_params(params, r)
     return params

@@ -234,3 +234,36 @@ def test_pipeline_flow(tiny_repo, tmp_path, monkeypatch):
     assert len(after) - len(before) == len(candidates) - n_candidates  # only the new ones
     # And once more: the query finds nothing left to measure.
     assert real_measure(params, "cpu-avx2", progress=False).measured == 0
+
+
+@pytest.mark.slow
+def test_appending_a_device_reruns_only_its_stages(tmp_path):
+    """dvc repro, then a device appended to devices and continual.sequence: only its measure
+    and train stages, the distill stage (which trains only the new device's model) and the
+    evaluation run again."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in ("dvc.yaml", ".dvcignore"):
+        shutil.copy(ROOT / name, repo / name)
+    shutil.copytree(ROOT / "tcl", repo / "tcl", ignore=shutil.ignore_patterns("__pycache__"))
+    raw = yaml.safe_load(TINY.read_text())
+    raw["train"]["models"] = ["tenset-mlp"]
+    raw["train"]["hyper"] = {"tenset-mlp": {"hidden": 16, "epochs": 3, "batch_size": 64}}
+    raw["continual"].update(sequence=["cpu-avx2"], backbone="tenset-mlp", subset=0.5)
+    raw["select"]["teacher"] = "cpu-avx2/tenset-mlp"
+    (repo / "params.yaml").write_text(yaml.safe_dump(raw))
+    _run(["git", "init", "-q"], repo)
+    _run([BIN / "dvc", "init", "-q"], repo)
+    _run([BIN / "dvc", "config", "core.analytics", "false"], repo)
+    _run([BIN / "dvc", "repro"], repo)
+    raw["devices"].append("cpu-avx2-1c")
+    raw["continual"]["sequence"].append("cpu-avx2-1c")
+    (repo / "params.yaml").write_text(yaml.safe_dump(raw))
+    log = _run([BIN / "dvc", "repro"], repo)
+    for stage in ("measure@cpu-avx2-1c", "train@cpu-avx2-1c-tenset-mlp", "distill", "evaluate"):
+        assert f"Running stage '{stage}'" in log
+    for stage in ("zoo", "sample", "measure@cpu-avx2", "featurize", "train@cpu-avx2-tenset-mlp"):
+        assert f"Running stage '{stage}'" not in log
+    assert "distill cpu-avx2: nothing new" in log
+    summary = json.loads((repo / "data" / "reports" / "continual" / "summary.json").read_text())
+    assert summary["cpu-avx2-1c"]["parent"] == summary["cpu-avx2"]["model"]

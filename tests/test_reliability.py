@@ -157,7 +157,7 @@ def test_measure_through_a_real_tracker_then_it_goes_away(zoo_root, loopback):
     target = json.dumps({"kind": "llvm", "mcpu": "haswell", "num-cores": 1})
     add = TCL + ["--data", str(zoo_root), "device", "add", "board", "--target", target,
                  "--rpc-key", loopback.key, "--tracker", f"127.0.0.1:{loopback.port}",
-                 "--timeout", "2"]
+                 "--timeout", "2", "--no-run"]
     subprocess.run(add, check=True, timeout=120, capture_output=True)
     device = DeviceRegistry(paths).get("board")
     wait_for(lambda: "cannot reach" not in (tracker_problem(device) or ""), 60, "the tracker")

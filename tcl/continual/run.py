@@ -149,15 +149,20 @@ def snapshot_key(device: str, method: str, settings: Settings, parent: str | Non
 
 
 def distill_device(params: Params, device: str, method: str | None = None,
-                   say: Callable[[str], None] = print) -> DistillResult:
-    """Make, evaluate and register ``device``'s model (module docstring). Returns the entry."""
+                   say: Callable[[str], None] = print,
+                   teacher_device: str | None = None) -> DistillResult:
+    """Make, evaluate and register ``device``'s model (module docstring). The teacher is the
+    latest model of the device before it in ``continual.sequence``, or of ``teacher_device``
+    (the add-device run: a device that is not in the sequence)."""
     from . import make_distiller
 
     seq = params.continual.sequence
-    if device not in seq:
+    if teacher_device is None and device not in seq:
         raise TclError(f"device {device!r} is not in {params.source.name}'s continual.sequence "
                        f"({', '.join(seq) or 'empty'}); add it there first")
-    position = seq.index(device)
+    before = teacher_device if teacher_device is not None else \
+        (seq[seq.index(device) - 1] if seq.index(device) else None)
+    position = 0 if before is None else 1
     method = method or (params.continual.method if position else "scratch")
     settings = settings_of(params)
     registry = ModelRegistry(params.paths)
@@ -169,7 +174,6 @@ def distill_device(params: Params, device: str, method: str | None = None,
                        "records first")
     teacher, parent = None, None
     if position:
-        before = seq[position - 1]
         found = registry.latest(before, settings.backbone)
         if found is None:
             raise TclError(f"{device!r} comes after {before!r} in continual.sequence, and "
@@ -191,7 +195,8 @@ def distill_device(params: Params, device: str, method: str | None = None,
         return DistillResult(same, False, same.metrics)
     history = []
     if make_distiller(method).needs_old_data:
-        history = _history(params, seq[:position], tasks, registry)
+        history = _history(params, teacher.devices if teacher is not None else [], tasks,
+                           registry)
     new = device_data(params, device, rows, pool)
     start = time.perf_counter()
     model = make_distiller(method).fit(teacher, new, settings, history)

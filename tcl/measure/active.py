@@ -20,6 +20,7 @@ import polars as pl
 
 from ..config import Paths
 from ..device import Device
+from ..store.locks import locked
 from ..store.selections import SelectionStore
 from .collect import CollectStats, collect, measured_throughput
 
@@ -134,7 +135,7 @@ def select_and_measure(paths: Paths, device: Device, tasks: pl.DataFrame, pool_p
     """Select ``selection.budget`` of the pool in ``selection.rounds`` rounds and measure the
     picks on ``device``; resumable (see the module docstring). ``model``: a cost model (or an
     ensemble) for round 0's uncertainty and embedding; None where the sampler needs none."""
-    from ..samplers import Pool, make_sampler
+    from ..samplers import make_sampler
 
     the_plan = plan_active(paths, device, tasks, pool_per_task, selection)
     if the_plan.budget == 0:
@@ -156,25 +157,21 @@ def select_and_measure(paths: Paths, device: Device, tasks: pl.DataFrame, pool_p
     for r, k in enumerate(the_plan.per_round):
         chosen = store.read(device.name, the_plan.run, r)
         if chosen is None:
-            frame, done = _pool_frame(paths, device, tasks, pool_per_task, selection.seed)
-            earlier = set().union(*[set(store.read(device.name, the_plan.run, q)["program_id"])
-                                    for q in range(r)])
-            # The pool holds the measured candidates too, as ``already``: diversity keeps away
-            # from them, and they are never picked again.
-            taken = (done | earlier) & set(frame["program_id"])
-            k = min(k, len(frame) - len(taken))
-            if k == 0:
+            # Two runs of the same selection (two add-device runs of one device) must not both
+            # select: the first one writes the round, the other reads it.
+            with locked(paths, "select", device.name, the_plan.run,
+                        what=f"selection run {the_plan.run} of {device.name}"):
+                chosen = store.read(device.name, the_plan.run, r)
+                if chosen is None:
+                    if r > 0 and selection.rounds > 1:
+                        current, current_name = \
+                            _round_model(paths, device, tasks, selection, r), \
+                            f"{selection.round_model}@round{r}"
+                    chosen = _select_round(paths, device, tasks, pool_per_task, selection,
+                                           the_plan.run, r, k, sampler, weights, current,
+                                           current_name)
+            if chosen is None:
                 break
-            if r > 0 and selection.rounds > 1:
-                current, current_name = _round_model(paths, device, tasks, selection, r), \
-                    f"{selection.round_model}@round{r}"
-            ps = _program_set(frame)
-            pool = Pool(ps, task_weights=weights)
-            ids = sampler.select(pool, k, model=current, already=taken, seed=selection.seed + r)
-            task_of = dict(zip(ps.program_ids.astype(str), ps.task_ids.astype(str)))
-            store.write(device.name, the_plan.run, r, ids, [task_of[i] for i in ids],
-                        selection.sampler, current_name)
-            chosen = store.read(device.name, the_plan.run, r)
         ids = set(chosen["program_id"])
         part = tasks.join(chosen.select("task_id").unique(), on="task_id", how="semi")
         got = collect(paths, device, part, pool_per_task, seed=selection.seed,
@@ -185,6 +182,31 @@ def select_and_measure(paths: Paths, device: Device, tasks: pl.DataFrame, pool_p
         say(f"select {device.name} round {r}: {len(ids)} selected, {got.measured} measured now "
             f"({got.errors} errors), {got.skipped} measured before")
     return stats
+
+
+def _select_round(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task: int,
+                  selection: Selection, run: str, r: int, k: int, sampler, weights, model,
+                  model_name: str) -> pl.DataFrame | None:
+    """Select round ``r`` (at most ``k`` programs) and store it; None when nothing is left."""
+    from ..samplers import Pool
+
+    store = SelectionStore(paths)
+    frame, done = _pool_frame(paths, device, tasks, pool_per_task, selection.seed)
+    earlier = set().union(*[set(store.read(device.name, run, q)["program_id"])
+                            for q in range(r)])
+    # The pool holds the measured candidates too, as ``already``: diversity keeps away from
+    # them, and they are never picked again.
+    taken = (done | earlier) & set(frame["program_id"])
+    k = min(k, len(frame) - len(taken))
+    if k == 0:
+        return None
+    ps = _program_set(frame)
+    pool = Pool(ps, task_weights=weights)
+    ids = sampler.select(pool, k, model=model, already=taken, seed=selection.seed + r)
+    task_of = dict(zip(ps.program_ids.astype(str), ps.task_ids.astype(str)))
+    store.write(device.name, run, r, ids, [task_of[i] for i in ids], selection.sampler,
+                model_name)
+    return store.read(device.name, run, r)
 
 
 def _add(total: CollectStats, part: CollectStats) -> None:

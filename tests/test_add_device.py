@@ -1,0 +1,221 @@
+"""The add-device run on real measurements (tiny profile): a registered device is selected,
+measured, distilled from the latest model, evaluated and registered; again, nothing new; a
+device whose every measurement fails gets no model; `tcl status` says what is pending."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tcl.config import TclError
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+BOARD = json.dumps({"kind": "llvm", "mcpu": "haswell", "num-cores": 1})
+
+
+def _tcl(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    try:
+        out = subprocess.run([sys.executable, "-m", "tcl.cli", *args], cwd=root, text=True,
+                             capture_output=True, timeout=600)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError(f"{args} timed out; output so far:\n{e.stdout}\n{e.stderr}")
+    if check:
+        assert out.returncode == 0, f"{args}: {out.stdout[-2000:]}\n{out.stderr[-2000:]}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def first_model(tmp_path_factory):
+    """The tiny profile measured on cpu-avx2, and the sequence's first model."""
+    from tcl import pipeline
+    from tcl.continual.run import distill_device
+    from tcl.params import load_params
+
+    root = tmp_path_factory.mktemp("add-device")
+    raw = yaml.safe_load((ROOT / "tests" / "tiny_params.yaml").read_text())
+    raw["continual"].update(sequence=["cpu-avx2"], backbone="tenset-mlp")
+    raw["train"]["models"] = ["tenset-mlp"]
+    raw["train"]["hyper"] = {"tenset-mlp": {"hidden": 16, "epochs": 3, "batch_size": 64}}
+    raw["select"].update(budget=0.5, teacher="cpu-avx2/tenset-mlp")
+    (root / "params.yaml").write_text(yaml.safe_dump(raw))
+    params = load_params(root / "params.yaml")
+    pipeline.run_zoo(params)
+    pipeline.run_sample(params, progress=False)
+    pipeline.run_measure(params, "cpu-avx2", progress=False)
+    pipeline.run_featurize(params, progress=False)
+    distill_device(params, "cpu-avx2", say=lambda _: None)
+    return params
+
+
+def test_add_device_runs_the_continual_step_once(first_model):
+    from tcl.registry import ModelRegistry
+    from tcl.status import device_status
+    from tcl.store.catalog import query
+
+    params = first_model
+    root = params.source.parent
+    before = query(params.paths, "select count(*) n from records where device = 'cpu-avx2'")
+    out = _tcl(root, "device", "add", "board", "--target", BOARD)   # registers, then runs
+    text = out.stdout + out.stderr   # the flow's prints go through Prefect's logger
+    assert "added device board" in text and "Device board added" in text
+    reg = ModelRegistry(params.paths)
+    model = reg.latest("board", "tenset-mlp")
+    assert model is not None and model.devices == ["cpu-avx2", "board"]
+    assert model.parent == reg.latest("cpu-avx2").id
+    assert "board" in model.metrics["devices"] and "cpu-avx2" in model.metrics["forgetting"]
+    picked = query(params.paths, "select count(*) n from selections s join records r "
+                                 "using (device, program_id) where device = 'board'")
+    assert picked["n"][0] == model.n_records > 0
+    # earlier devices' data untouched; the new device's plot and the artifact's table exist
+    after = query(params.paths, "select count(*) n from records where device = 'cpu-avx2'")
+    assert before["n"][0] == after["n"][0]
+    assert (params.paths.reports_dir / "add-device" / "board.png").stat().st_size > 0
+    status = {r["device"]: r for r in device_status(params.paths).iter_rows(named=True)}
+    assert status["board"]["pending"] == "up to date" and status["board"]["model"] == model.id
+    assert status["cpu-avx2"]["model"] is not None
+    # the same device again: nothing selected anew, nothing measured, nothing trained
+    again = _tcl(root, "device", "add", "board", "--target", BOARD)
+    text = again.stdout + again.stderr
+    assert "nothing changed" in text and "nothing new" in text
+    assert len(ModelRegistry(params.paths).entries("board")) == 1
+    listed = _tcl(root, "status", "--format", "csv").stdout
+    assert "board" in listed and "up to date" in listed
+
+
+def test_a_device_whose_every_measurement_fails_gets_no_model(first_model):
+    from tcl.add_device import add_device_run
+    from tcl.registry import ModelRegistry
+    from tcl.status import device_status
+
+    params = first_model
+    root = params.source.parent
+    # every run needs a minute of repeats but may take a tenth of a second: all time out
+    _tcl(root, "device", "add", "slow", "--target", BOARD, "--min-repeat-ms", "60000",
+         "--timeout", "0.1", "--no-run")
+    with pytest.raises(TclError, match="no measurement of slow succeeded.*marked failed"):
+        add_device_run(params, "slow", say=lambda _: None)
+    assert ModelRegistry(params.paths).latest("slow") is None
+    status = {r["device"]: r for r in device_status(params.paths).iter_rows(named=True)}
+    assert status["slow"]["pending"].startswith("failed: no measurement of slow succeeded")
+    bad = _tcl(root, "device", "add", "slow", "--target", BOARD, "--min-repeat-ms", "60000",
+               "--timeout", "0.1", check=False)
+    assert bad.returncode == 2 and "marked failed" in bad.stderr
+
+
+def test_an_invalid_target_registers_and_runs_nothing(first_model):
+    from tcl.device import DeviceRegistry
+
+    root = first_model.source.parent
+    bad = _tcl(root, "device", "add", "broken", "--target", '{"kind": "llvm", "mcpu": "x"}',
+               check=False)
+    assert bad.returncode == 2 and "broken" not in DeviceRegistry(first_model.paths).all()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(predicate, timeout: float, what: str, procs=()) -> None:
+    import time
+
+    end = time.time() + timeout
+    while time.time() < end:
+        if predicate():
+            return
+        for p in procs:
+            if p.poll() is not None:
+                raise AssertionError(f"{what}: {p.args} exited with {p.returncode}")
+        time.sleep(2)
+    raise AssertionError(f"{what}: not within {timeout:.0f} s")
+
+
+def test_the_event_triggers_the_served_add_device_deployment(first_model, tmp_path):
+    """A real Prefect server on loopback; `tcl serve` serves the deployments; `tcl device add`
+    emits tcl.device.added and the served deployment runs the add-device flow."""
+    import os
+    import signal
+    import urllib.request
+
+    from tcl.registry import ModelRegistry
+
+    params = first_model
+    root = params.source.parent
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               PREFECT_API_URL=f"http://127.0.0.1:{port}/api", TVM_LOG_LEVEL="WARNING")
+    bin_dir = Path(sys.executable).parent
+    procs = []
+    try:
+        server = subprocess.Popen([str(bin_dir / "prefect"), "server", "start", "--host",
+                                   "127.0.0.1", "--port", str(port)], env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  start_new_session=True)
+        procs.append(server)
+
+        def healthy() -> bool:
+            try:
+                return urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health",
+                                              timeout=2).status == 200
+            except OSError:
+                return False
+        _wait(healthy, 180, "the Prefect server", procs)
+        serve = subprocess.Popen([sys.executable, "-m", "tcl.cli", "serve"], cwd=root, env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 start_new_session=True)
+        procs.append(serve)
+
+        def served() -> bool:   # both deployments registered with the server
+            out = subprocess.run([str(bin_dir / "prefect"), "deployment", "ls"], env=env,
+                                 text=True, capture_output=True)
+            return "add-device" in out.stdout and "refresh" in out.stdout
+        _wait(served, 180, "tcl serve's deployments", procs)
+        add = subprocess.run([sys.executable, "-m", "tcl.cli", "device", "add", "board2",
+                              "--target", BOARD], cwd=root, env=env, text=True,
+                             capture_output=True, timeout=120)
+        assert add.returncode == 0, add.stderr
+        assert "emitted 'board2' as tcl.device.added" in add.stdout
+        _wait(lambda: ModelRegistry(params.paths).latest("board2") is not None, 600,
+              "the add-device run triggered by the event", procs)
+        assert ModelRegistry(params.paths).latest("board2").devices[-1] == "board2"
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+
+
+def test_two_add_device_runs_of_one_device_measure_nothing_twice(first_model):
+    from tcl.registry import ModelRegistry
+    from tcl.store.catalog import query
+
+    params = first_model
+    root = params.source.parent
+    _tcl(root, "device", "add", "twin", "--target", BOARD, "--no-run")
+    code = ("import sys; from tcl.params import load_params; from tcl.add_device import "
+            "add_device_run; add_device_run(load_params(sys.argv[1]), 'twin')")
+    runs = [subprocess.Popen([sys.executable, "-c", code, str(params.source)], cwd=root,
+                             text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            for _ in range(2)]
+    outs = [p.communicate(timeout=900)[0] for p in runs]
+    assert [p.returncode for p in runs] == [0, 0], outs
+    counts = query(params.paths, "select count(*) n, count(distinct program_id) d from records "
+                                 "where device = 'twin'")
+    assert counts["n"][0] == counts["d"][0] > 0          # no program measured twice
+    picked = query(params.paths, "select count(distinct run) runs, count(*) n from selections "
+                                 "where device = 'twin'")
+    assert picked["runs"][0] == 1                        # one selection, read by both
+    assert len(ModelRegistry(params.paths).entries("twin")) == 1
