@@ -196,7 +196,7 @@ def main_run(args) -> None:
     orders = [o.split(",") for o in args.orders]
     data = Data(args, sorted(set(d for o in orders for d in o)))
     hyper_all = load_hyper(args.params)
-    for seed in range(args.seeds):
+    for seed in (args.seed_list if args.seed_list else range(args.seeds)):
         for backbone in args.backbones:
             for order in orders:
                 key = (backbone, ",".join(order), seed)
@@ -222,7 +222,8 @@ def mean_se(values) -> str:
 
 
 def summarize(args) -> str:
-    rows = [json.loads(line) for line in args.results.read_text().splitlines() if line.strip()]
+    rows = [json.loads(line) for f in [args.results, *args.more] if f.exists()
+            for line in f.read_text().splitlines() if line.strip()]
     out = [f"Results: {args.results} ({len(rows)} rows). Mean ± standard error over seeds "
            "(n=5 unless marked)."]
     frame = pl.DataFrame([{k: v for k, v in r.items() if k != "forgetting"} for r in rows])
@@ -331,12 +332,16 @@ def main() -> None:
     ap.add_argument("--backbones", nargs="+", default=["tenset-mlp", "mamba"])
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--seed-list", type=int, nargs="+",
+                    help="only these seeds (split a run over processes)")
     ap.add_argument("--share", type=float, default=0.1)
     ap.add_argument("--kd-new", type=float, default=1.0)
     ap.add_argument("--kd-old", type=float, default=1.0)
     ap.add_argument("--ewc", type=float, default=10.0)
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                     help="override a backbone hyperparameter (smoke runs: epochs=2)")
+    ap.add_argument("--more", type=Path, nargs="*", default=[],
+                    help="with --summarize: further results files (runs split over processes)")
     ap.add_argument("--summarize", action="store_true")
     ap.add_argument("--plot", type=Path)
     args = ap.parse_args()

@@ -331,10 +331,10 @@ def _continual_params(r: _Reader, raw: Any, known: set[str],
                                      "kd_new", "kd_old", "ewc", "seed"))
     sequence = () if c["sequence"] == [] else r.names(c["sequence"], "continual.sequence",
                                                        known, "device")
-    if c["backbone"] not in BACKBONES:
+    if not isinstance(c["backbone"], str) or c["backbone"] not in BACKBONES:
         raise r.fail("continual.backbone", f"expected one of {', '.join(BACKBONES)}, "
                                            f"got {_show(c['backbone'])}")
-    if c["method"] not in DISTILLERS:
+    if not isinstance(c["method"], str) or c["method"] not in DISTILLERS:
         raise r.fail("continual.method", f"unknown method {c['method']!r} "
                                          f"(known: {', '.join(DISTILLERS)})")
     subset = c["subset"]
@@ -343,7 +343,8 @@ def _continual_params(r: _Reader, raw: Any, known: set[str],
             (isinstance(subset, float) and not 0 < subset <= 1):
         raise r.fail("continual.subset", f"expected a count (integer >= 1) or a share of the "
                                          f"pool (number in (0, 1]), got {_show(subset)}")
-    if c["subset_from"] not in ("measured", "selections"):
+    if not isinstance(c["subset_from"], str) or \
+            c["subset_from"] not in ("measured", "selections"):
         raise r.fail("continual.subset_from", f"expected measured or selections, "
                                               f"got {_show(c['subset_from'])}")
     return ContinualParams(

@@ -219,3 +219,15 @@ def test_two_add_device_runs_of_one_device_measure_nothing_twice(first_model):
                                  "where device = 'twin'")
     assert picked["runs"][0] == 1                        # one selection, read by both
     assert len(ModelRegistry(params.paths).entries("twin")) == 1
+
+
+def test_refresh_redistills_only_what_changed(first_model, capsys):
+    from tcl.refresh import refresh_all
+    from tcl.registry import ModelRegistry
+
+    params = first_model
+    before = len(ModelRegistry(params.paths).entries())
+    out = refresh_all(params, say=print)
+    assert out and not any(v["new"] for v in out.values())
+    assert "nothing new" in capsys.readouterr().out
+    assert len(ModelRegistry(params.paths).entries()) == before
