@@ -245,6 +245,21 @@ def summarize(args) -> str:
         first = part.filter(pl.col("step") == 0)
         out.append(f"\nFirst device ({first['device'][0]}, full pool): top-1 "
                    f"{mean_se(first.filter(pl.col('method') == METHODS[0])['top1'].to_list())}")
+    # the targets, paired by seed (mean top-1 over an order's later devices)
+    out.append("\n#### Targets, paired by seed (difference of the mean top-1 over the later "
+               "devices; target: distill - multitask >= 0.02, distill - finetune >= 0.05)\n")
+    out.append("| backbone | order | distill - multitask | distill - finetune | "
+               "compress - distill | compress - multitask | compress - finetune |")
+    out.append("|---|---|---|---|---|---|---|")
+    pairs = [("distill", "multitask"), ("distill", "finetune"), ("compress", "distill"),
+             ("compress", "multitask"), ("compress", "finetune")]
+    for (backbone, order), part in frame.filter(pl.col("step") > 0).group_by(
+            "backbone", "order", maintain_order=True):
+        wide = part.group_by("seed", "method").agg(pl.col("top1").mean()).pivot(
+            on="method", index="seed", values="top1")
+        cells = [mean_se((wide[a] - wide[b]).drop_nulls().to_list())
+                 if {a, b} <= set(wide.columns) else "" for a, b in pairs]
+        out.append(f"| {backbone} | {order.split(',')[0]} first | " + " | ".join(cells) + " |")
     # forgetting
     out.append("\n#### Forgetting at the end of the order (earlier devices: right after their "
                "own step minus with the final model; > 0 forgot)\n")
