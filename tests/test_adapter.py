@@ -19,9 +19,9 @@ def programs() -> ProgramSet:
 
 
 def test_registry_kinds_and_unknown_kind():
-    assert set(MODEL_KINDS) == {"mamba", "tenset-mlp", "tlp", "xgb"}
+    assert set(MODEL_KINDS) == {"mamba", "tenset-mlp", "tlp", "xgb", "continual"}
     assert MODEL_KINDS["xgb"] is XGBModel
-    with pytest.raises(TclError, match="known kinds: mamba, tenset-mlp, tlp, xgb"):
+    with pytest.raises(TclError, match="known kinds: mamba, tenset-mlp, tlp, xgb, continual"):
         make_model("svm")
     with pytest.raises(TclError, match="rejected parameters"):
         make_model("xgb", depth=3)
