@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from ..config import TclError
 from ..models.base import CostModel, ProgramSet
-from ..models.nn import Batch, CostNet, NeuralCostModel
+from ..models.nn import Batch, CostNet, NeuralCostModel, read_checkpoint
 
 BACKBONES = ("tenset-mlp", "mamba")
 HEAD_ATTR = {"tenset-mlp": "decoder", "mamba": "head"}   # the backbone net's scoring head
@@ -174,12 +174,7 @@ class MultiDeviceModel(CostModel):
     @classmethod
     def load(cls, path: str | Path, device: str = "auto") -> "MultiDeviceModel":
         path = Path(path)
-        try:
-            blob = torch.load(path, map_location="cpu", weights_only=True)
-        except FileNotFoundError:
-            raise TclError(f"model file {path} does not exist") from None
-        except Exception as e:  # noqa: BLE001 - any unreadable file is a user error here
-            raise TclError(f"model file {path} is not a readable tcl model file: {e}") from None
+        blob = read_checkpoint(path)
         need = {"kind", "version", "backbone", "hyper", "devices", "state_dict"}
         if not isinstance(blob, dict) or not need <= set(blob):
             raise TclError(f"model file {path} is not a continual model file "

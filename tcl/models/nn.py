@@ -436,12 +436,7 @@ class NeuralCostModel(CostModel):
     @classmethod
     def load(cls, path: str | Path, device: str = "auto") -> "NeuralCostModel":
         path = Path(path)
-        try:
-            blob = torch.load(path, map_location="cpu", weights_only=True)
-        except FileNotFoundError:
-            raise TclError(f"model file {path} does not exist") from None
-        except Exception as e:  # noqa: BLE001 - any unreadable file is a user error here
-            raise TclError(f"model file {path} is not a readable tcl model file: {e}") from None
+        blob = read_checkpoint(path)
         if not isinstance(blob, dict) or \
                 not {"kind", "version", "config", "state_dict"} <= set(blob):
             raise TclError(f"model file {path} is not a tcl model file "
@@ -459,6 +454,17 @@ class NeuralCostModel(CostModel):
         model._scaled = True
         model.net.eval()
         return model
+
+
+def read_checkpoint(path: Path):
+    """A saved torch model file's contents (tensors and plain values only), or a TclError that
+    names the file."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise TclError(f"model file {path} does not exist") from None
+    except Exception as e:  # noqa: BLE001 - any unreadable file is a user error here
+        raise TclError(f"model file {path} is not a readable tcl model file: {e}") from None
 
 
 def synthetic_programs(n_groups: int = 16, per_group: int = 32, seed: int = 0,
