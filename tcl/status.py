@@ -109,15 +109,11 @@ def device_status(paths: Paths) -> pl.DataFrame:
 def _newer(paths: Paths, device: str, since) -> int:
     """Ok records of ``device``'s training tasks measured after ``since`` (None: all of them).
     Held-out tasks' records are evaluation data: no model trains on them."""
-    from .store.catalog import Catalog
+    from .store.catalog import query
     from .train import holdout_task_ids
 
-    cat = Catalog(paths, in_memory=True)
-    try:
-        frame = cat.sql(f"SELECT task_id, measured_at FROM records WHERE device = "
-                        f"'{device.replace(chr(39), '')}' AND status = 'ok'")
-    finally:
-        cat.close()
+    frame = query(paths, f"SELECT task_id, measured_at FROM records WHERE device = "
+                         f"'{device.replace(chr(39), '')}' AND status = 'ok'")
     if paths.networks_file.exists():
         frame = frame.filter(~pl.col("task_id").is_in(list(holdout_task_ids(paths))))
     if since is None:

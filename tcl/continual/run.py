@@ -49,14 +49,11 @@ def settings_of(params: Params) -> Settings:
 
 def _records(paths: Paths, device: str, task_ids: list[str]) -> pl.DataFrame:
     """program_id, task_id, latency, measured_at of the device's records of ``task_ids``."""
-    from ..store.catalog import Catalog
+    from ..store.catalog import query
 
-    cat = Catalog(paths, in_memory=True)
-    try:
-        frame = cat.sql(f"SELECT program_id, task_id, coalesce(latency, 'NaN'::DOUBLE) AS latency, "
-                        f"measured_at FROM records WHERE device = '{device.replace(chr(39), '')}'")
-    finally:
-        cat.close()
+    frame = query(paths, f"SELECT program_id, task_id, coalesce(latency, 'NaN'::DOUBLE) AS "
+                         f"latency, measured_at FROM records "
+                         f"WHERE device = '{device.replace(chr(39), '')}'")
     return frame.filter(pl.col("task_id").is_in(task_ids))
 
 
