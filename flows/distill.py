@@ -15,20 +15,15 @@ from tcl.params import Params, load_params
 
 @task(name="distill-device", cache_policy=NO_CACHE)
 def distill_device(params: Params, device: str) -> dict:
-    from tcl.continual.run import distill_device as run
-
-    result = run(params, device)
-    return {"model": result.entry.id, "new": result.new, **result.metrics.get("new", {})}
+    """One device (= the DVC stage distill@<device>): its model, registered, and its report."""
+    return pipeline.run_distill(params, device)[device]
 
 
 @flow(name="distill", log_prints=True)
 def distill(params_file: str = "params.yaml") -> dict:
     """Distill each device of the sequence in order (a device's teacher is the one before)."""
     params = load_params(params_file)
-    out = {device: distill_device(params, device) for device in params.continual.sequence}
-    if out:
-        pipeline.run_distill(params)   # the summary file (every device is up to date: no work)
-    return out
+    return {device: distill_device(params, device) for device in params.continual.sequence}
 
 
 if __name__ == "__main__":

@@ -4,22 +4,31 @@ from __future__ import annotations
 import sys
 
 from flows._common import main  # first: sets Prefect's defaults before it is imported
-from prefect import flow, task
+from prefect import flow, task, unmapped
 from prefect.cache_policies import NO_CACHE
 
-from tcl import pipeline
+from tcl import pipeline, scale_out
 from tcl.params import Params, load_params
 
 
 @task(name="featurize-programs", cache_policy=NO_CACHE)
-def featurize_programs(params: Params) -> int:
-    return pipeline.run_featurize(params, progress=False)
+def featurize_programs(params: Params, task_ids: list[str]) -> int:
+    return pipeline.run_featurize(params, progress=False, task_ids=task_ids)
+
+
+@flow(name="featurize-tasks", log_prints=True)
+def featurize_tasks(params: Params) -> int:
+    """One Prefect task per chunk of tasks, on the configured task runner."""
+    task_ids = pipeline.selected_tasks(params)["task_id"].to_list()
+    futures = featurize_programs.map(unmapped(params), scale_out.chunks(task_ids, params))
+    return sum(f.result() for f in futures)
 
 
 @flow(name="featurize", log_prints=True)
 def featurize(params_file: str = "params.yaml") -> int:
-    """Featurize the programs."""
-    return featurize_programs(load_params(params_file))
+    """Featurize the programs. (scale_out: locally or on a Dask cluster)"""
+    params = load_params(params_file)
+    return featurize_tasks.with_options(task_runner=scale_out.task_runner(params))(params)
 
 
 if __name__ == "__main__":

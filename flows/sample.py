@@ -4,22 +4,31 @@ from __future__ import annotations
 import sys
 
 from flows._common import main  # first: sets Prefect's defaults before it is imported
-from prefect import flow, task
+from prefect import flow, task, unmapped
 from prefect.cache_policies import NO_CACHE
 
-from tcl import pipeline
+from tcl import pipeline, scale_out
 from tcl.params import Params, load_params
 
 
 @task(name="sample-candidates", cache_policy=NO_CACHE)
-def sample_candidates(params: Params) -> int:
-    return pipeline.run_sample(params, progress=False)
+def sample_candidates(params: Params, task_ids: list[str]) -> int:
+    return pipeline.run_sample(params, progress=False, task_ids=task_ids)
+
+
+@flow(name="sample-tasks", log_prints=True)
+def sample_tasks(params: Params) -> int:
+    """One Prefect task per chunk of tasks, on the configured task runner."""
+    task_ids = pipeline.selected_tasks(params)["task_id"].to_list()
+    futures = sample_candidates.map(unmapped(params), scale_out.chunks(task_ids, params))
+    return sum(f.result() for f in futures)
 
 
 @flow(name="sample", log_prints=True)
 def sample(params_file: str = "params.yaml") -> int:
-    """Sample candidate programs."""
-    return sample_candidates(load_params(params_file))
+    """Sample candidate programs. (scale_out: locally or on a Dask cluster)"""
+    params = load_params(params_file)
+    return sample_tasks.with_options(task_runner=scale_out.task_runner(params))(params)
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ def cmd_device(args) -> int:
                   "nothing changed")
         else:
             d = reg.add(args.name, args.target, rpc_key=args.rpc_key, tracker=args.tracker,
-                        measure=measure, replace=args.replace)
+                        measure=measure, replace=args.replace, check=_tracker_check(args))
             print(f"added device {d.name}: {json.dumps(d.target)}")
         if args.run:
             return _trigger_add_device(args)
@@ -101,6 +101,27 @@ def cmd_device(args) -> int:
             ok = f"NOT runnable here: {e}"
         print(f"{d.name:<14} {json.dumps(d.target):<60} {ok}")
     return 0
+
+
+def _tracker_check(args):
+    """A remote device is registered only once its tracker answers (retried by the params
+    file's measure.retries / measure.retry_delay_s): nothing is half-registered."""
+    if args.tracker is None:
+        return None
+    from .measure.runner import wait_for_tracker
+    from .params import load_params
+
+    m = load_params(args.params, check_models=False).measure if Path(args.params).exists() \
+        else None
+    retries, delay = (m.retries, m.retry_delay_s) if m else (2, 5.0)
+
+    def check(device) -> None:
+        try:
+            wait_for_tracker(device, retries, delay, say=lambda s: print(s, file=sys.stderr))
+        except TclError as e:
+            raise TclError(f"{e}; device {device.name!r} is not registered (start the tracker "
+                           "and its RPC server, then add the device again)") from None
+    return check
 
 
 def _trigger_add_device(args) -> int:

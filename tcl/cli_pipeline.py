@@ -120,7 +120,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     from .continual import DISTILLERS
 
     d = sub.add_parser("distill", help="make a device's model from the previous device's "
-                                       "(continual.sequence; = tcl stage distill)")
+                                       "(continual.first, continual.then; = tcl stage distill)")
     d.add_argument("--device", required=True)
     d.add_argument("--method", choices=list(DISTILLERS),
                    help="override continual.method (the first device is always trained "

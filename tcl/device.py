@@ -10,7 +10,7 @@ import platform
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .config import Paths, TclError
 
@@ -60,14 +60,32 @@ class Device:
 
     @property
     def host_cpu(self) -> str:
-        """The CPU model the measurements come from (part of a device's identity)."""
-        return f"rpc:{self.rpc_key}@{self.tracker}" if self.is_remote else host_cpu_model()
+        """The host the measurements come from (``host_identity``; part of a device's
+        identity, and the records' ``host_cpu``)."""
+        return f"rpc:{self.rpc_key}@{self.tracker}" if self.is_remote else host_identity()
 
     @property
     def identity(self) -> str:
         """Stable string that enters record ids: same name on another host is another device."""
         return json.dumps({"name": self.name, "target": self.target, "host": self.host_cpu},
                           sort_keys=True)
+
+    @property
+    def legacy_identity(self) -> str | None:
+        """The identity before hosts were told apart beyond their model name (records measured
+        until 2026-12-01 carry it; their ``host_cpu`` is the bare model name). Such a record
+        counts as measured for every host of that model name; None for a remote device, whose
+        identity did not change."""
+        if self.is_remote:
+            return None
+        return json.dumps({"name": self.name, "target": self.target, "host": host_cpu_model()},
+                          sort_keys=True)
+
+    @property
+    def identities(self) -> tuple[str, ...]:
+        """Every identity a stored record of this device on this host may carry."""
+        legacy = self.legacy_identity
+        return (self.identity,) if legacy in (None, self.identity) else (self.identity, legacy)
 
     def tvm_target(self):
         return make_target(self.target)
@@ -112,21 +130,35 @@ BUILTIN_DEVICES: dict[str, Device] = {
 }
 
 
+# The ISA flags that decide which code runs and how fast: they enter the host identity.
+IDENTITY_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+                  "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "asimd", "sve")
+
+
 @lru_cache(maxsize=1)
-def _cpuinfo() -> tuple[str, frozenset[str]]:
-    model, flags = platform.processor() or platform.machine(), frozenset()
+def _cpuinfo() -> tuple[str, frozenset[str], dict[str, str]]:
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return model, flags
+        text = ""
+    return parse_cpuinfo(text)
+
+
+def parse_cpuinfo(text: str) -> tuple[str, frozenset[str], dict[str, str]]:
+    """The model name, the flags, and vendor / family / model / stepping (or an Arm CPU's
+    implementer / part / variant / revision) of the first CPU in /proc/cpuinfo's ``text``."""
+    model, flags, ids = platform.processor() or platform.machine(), frozenset(), {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
-        key = key.strip()
+        key, value = key.strip(), value.strip()
         if key == "model name" and model in ("", platform.machine(), platform.processor()):
-            model = value.strip()
-        elif key == "flags" and not flags:
+            model = value
+        elif key in ("flags", "Features") and not flags:      # x86 / Arm
             flags = frozenset(value.split())
-    return model, flags
+        elif key in ("vendor_id", "cpu family", "model", "stepping", "CPU implementer",
+                     "CPU part", "CPU variant", "CPU revision") and key not in ids:
+            ids[key] = value
+    return model, flags, ids
 
 
 def host_cpu_model() -> str:
@@ -135,6 +167,22 @@ def host_cpu_model() -> str:
 
 def host_cpu_flags() -> frozenset[str]:
     return _cpuinfo()[1]
+
+
+def host_identity(cpuinfo: tuple[str, frozenset[str], dict[str, str]] | None = None) -> str:
+    """The model name, then vendor, family, model, stepping and the ISA flags that matter, e.g.
+    ``AMD EPYC (AuthenticAMD family 23 model 1 stepping 2; avx avx2 f16c fma sse4_2)``.
+    The model name alone reads "AMD EPYC" on a Zen 1 without AVX-512 and on a Zen 4 with it.
+    ``cpuinfo``: ``parse_cpuinfo``'s answer (default: this host's)."""
+    name, flags, ids = cpuinfo or _cpuinfo()
+    if not ids and not flags:
+        return name
+    names = {"cpu family": "family", "CPU implementer": "implementer", "CPU part": "part",
+             "CPU variant": "variant", "CPU revision": "revision"}
+    what = " ".join([ids.get("vendor_id", "")] + [f"{names.get(k, k)} {v}" for k, v in ids.items()
+                                                  if k != "vendor_id"]).strip()
+    isa = " ".join(sorted(f for f in IDENTITY_FLAGS if f in flags))
+    return f"{name} ({what}; {isa})"
 
 
 def make_target(target: dict[str, Any]):
@@ -189,10 +237,12 @@ class DeviceRegistry:
 
     def add(self, name: str, target: dict[str, Any] | str, rpc_key: str | None = None,
             tracker: str | None = None, measure: MeasureSettings | None = None,
-            replace: bool = False) -> Device:
+            replace: bool = False, check: Callable[[Device], None] | None = None) -> Device:
         """Register a device. One name means one device: the same definition again is a no-op
         (see :meth:`is_registered`), another one is refused unless ``replace`` is given, and a
-        replacement is refused while the old device has records in the store."""
+        replacement is refused while the old device has records in the store. ``check`` runs
+        on the validated device before anything is written (the tracker probe of
+        ``tcl device add``): what it raises leaves the registry as it was."""
         from .store.locks import locked
         from .store.records import RecordStore
 
@@ -216,6 +266,8 @@ class DeviceRegistry:
                                "in 1..65535")
         make_target(target)  # validate
         device = Device(name, target, measure or MeasureSettings(), rpc_key, tracker)
+        if check is not None:
+            check(device)
         with locked(self.paths, "devices", what="the device registry"):
             users = self._user_devices()
             old = users.get(name)

@@ -53,8 +53,9 @@ class TrainParams:
 
 @dataclass(frozen=True)
 class ContinualParams:
-    sequence: tuple[str, ...]   # device order: the first trains on its full data, each later
-                                # one is distilled from the model of the one before
+    sequence: tuple[str, ...]   # continual.first, then continual.then's devices: the first
+                                # trains on its full data, each later one is distilled from
+                                # the model of the one before
     backbone: str               # tenset-mlp or mamba (its train.hyper entry is the recipe)
     method: str                 # one of tcl.continual.DISTILLERS
     subset: int | float         # a later device's measured subset: a count or a share of its pool
@@ -70,6 +71,13 @@ class ContinualParams:
 class AddDeviceParams:
     eval_programs_per_task: int  # a new device's evaluation set: candidates per held-out task
     refresh_cron: str            # `tcl serve`: when the refresh deployment runs (cron, UTC)
+
+
+@dataclass(frozen=True)
+class ScaleOutParams:
+    task_runner: str             # "local": this process; "dask": a Dask cluster (prefect-dask)
+    dask_address: str | None     # with dask: None starts a LocalCluster, else the scheduler
+    dask_workers: int            # LocalCluster workers (one thread each)
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,7 @@ class Params:
     evaluate: EvaluateParams
     continual: ContinualParams
     add_device: AddDeviceParams
+    scale_out: ScaleOutParams
 
     @property
     def paths(self) -> Paths:
@@ -191,7 +200,7 @@ def _show(value: Any) -> str:
 
 
 TOP_KEYS = ("data", "devices", "zoo", "sample", "measure", "train", "select", "evaluate",
-            "continual", "add_device")
+            "continual", "add_device", "scale_out")
 
 
 def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
@@ -283,10 +292,24 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
         r.integer(a["eval_programs_per_task"], "add_device.eval_programs_per_task", 1,
                   maximum=MAX_PROGRAMS_PER_TASK), cron)
     params = Params(source.resolve(), data, devices, zoo, sample, measure, train, select,
-                    EvaluateParams(top_k), continual, add_device)
+                    EvaluateParams(top_k), continual, add_device, _scale_out_params(r, top["scale_out"]))
     if check_models:
         check_model_params(params, r)
     return params
+
+
+def _scale_out_params(r: _Reader, raw: Any) -> ScaleOutParams:
+    s = r.section(raw, "scale_out", ("task_runner", "dask_address", "dask_workers"))
+    if s["task_runner"] not in ("local", "dask"):
+        raise r.fail("scale_out.task_runner", f"expected local or dask, "
+                                              f"got {_show(s['task_runner'])}")
+    address = s["dask_address"]
+    if address is not None and (not isinstance(address, str) or "://" not in address):
+        raise r.fail("scale_out.dask_address", f"expected null (a LocalCluster here) or a "
+                                               f"scheduler address such as "
+                                               f"tcp://10.0.0.5:8786, got {_show(address)}")
+    return ScaleOutParams(s["task_runner"], address,
+                          r.integer(s["dask_workers"], "scale_out.dask_workers", 1, maximum=256))
 
 
 def _select_params(r: _Reader, raw: Any, devices: tuple[str, ...], known: set[str],
@@ -327,10 +350,9 @@ def _continual_params(r: _Reader, raw: Any, known: set[str],
                       train: TrainParams) -> ContinualParams:
     from .continual import BACKBONES, DISTILLERS
 
-    c = r.section(raw, "continual", ("sequence", "backbone", "method", "subset", "subset_from",
-                                     "kd_new", "kd_old", "ewc", "seed"))
-    sequence = () if c["sequence"] == [] else r.names(c["sequence"], "continual.sequence",
-                                                       known, "device")
+    c = r.section(raw, "continual", ("first", "then", "backbone", "method", "subset",
+                                     "subset_from", "kd_new", "kd_old", "ewc", "seed"))
+    sequence = _sequence(r, c["first"], c["then"], known)
     if not isinstance(c["backbone"], str) or c["backbone"] not in BACKBONES:
         raise r.fail("continual.backbone", f"expected one of {', '.join(BACKBONES)}, "
                                            f"got {_show(c['backbone'])}")
@@ -351,6 +373,37 @@ def _continual_params(r: _Reader, raw: Any, known: set[str],
         sequence, c["backbone"], c["method"], subset, c["subset_from"],
         *(r.number(c[k], f"continual.{k}", 0.0, 1000.0) for k in ("kd_new", "kd_old", "ewc")),
         r.integer(c["seed"], "continual.seed", 0, maximum=2**31 - 1))
+
+
+def _sequence(r: _Reader, first: Any, then: Any, known: set[str]) -> tuple[str, ...]:
+    """``first`` then the devices of ``then`` (device: teacher), each teacher the device just
+    before it: the latest model serves every device before it, so skipping one would drop its
+    head. The teacher is spelled out because each device is a DVC stage that depends on its
+    teacher's stage."""
+    if not isinstance(first, str) or first not in known:
+        raise r.fail("continual.first", f"expected a device name (known: "
+                                        f"{', '.join(sorted(known))}), got {_show(first)}")
+    if not isinstance(then, dict):
+        raise r.fail("continual.then", f"expected a mapping of each later device to its teacher "
+                                       f"(device: teacher; {{}} for none), got {_show(then)}")
+    order = [first]
+    for device, teacher in then.items():
+        key = f"continual.then.{device}"
+        if device not in known:
+            raise r.fail(key, f"unknown device {device!r} (known: {', '.join(sorted(known))})")
+        if device in order:
+            raise r.fail(key, f"device {device!r} is already in the sequence")
+        if teacher == device:
+            raise r.fail(key, f"device {device!r} cannot be its own teacher")
+        if teacher in then and teacher not in order:
+            raise r.fail(key, f"device {device!r} comes before its teacher {teacher!r}: move "
+                              f"it after {teacher!r} (a teacher's model must exist first)")
+        if teacher != order[-1]:
+            raise r.fail(key, f"expected the device just before it, {order[-1]!r}, as "
+                              f"{device!r}'s teacher, got {_show(teacher)} (the latest model "
+                              "is the one that serves every earlier device)")
+        order.append(device)
+    return tuple(order)
 
 
 def check_model_params(params: Params, reader: _Reader | None = None) -> None:

@@ -52,15 +52,18 @@ def selected_tasks(params: Params) -> pl.DataFrame:
                         params.sample.max_train_tasks, params.sample.max_holdout_tasks)
 
 
-def run_sample(params: Params, progress: bool = True) -> int:
-    """Sample candidates up to ``sample.programs_per_task`` for every selected task (device-
-    independent, persisted); returns how many new candidates were sampled."""
+def run_sample(params: Params, progress: bool = True, task_ids: list[str] | None = None) -> int:
+    """Sample candidates up to ``sample.programs_per_task`` for every selected task, or for
+    ``task_ids`` of them (device-independent, persisted); returns how many new candidates were
+    sampled."""
     from tqdm import tqdm
 
     from .sampling import ensure_candidates, load_candidates
 
     paths, n = params.paths, params.sample.programs_per_task
     tasks = selected_tasks(params)
+    if task_ids is not None:
+        tasks = tasks.filter(pl.col("task_id").is_in(task_ids))
     new = 0
     for row in tqdm(tasks.iter_rows(named=True), total=len(tasks), desc="sample", unit="task",
                     disable=not progress, file=sys.stderr):
@@ -125,20 +128,26 @@ def run_measure(params: Params, device: str, progress: bool = True):
         return CollectStats(skipped=int(todo["measured"].sum()))
     _say(f"measure {device}: {int(left['todo'].sum())} programs to measure in {len(left)} tasks")
     tasks = selected_tasks(params).join(left.select("task_id"), on="task_id", how="semi")
-    stats = collect(params.paths, DeviceRegistry(params.paths).get(device), tasks,
-                    params.sample.programs_per_task, seed=params.sample.seed,
-                    batch_size=params.measure.batch_size, progress=progress)
+    from .scale_out import builder
+
+    with builder(params) as build_on:   # None: the collector's LocalBuilder
+        stats = collect(params.paths, DeviceRegistry(params.paths).get(device), tasks,
+                        params.sample.programs_per_task, seed=params.sample.seed,
+                        batch_size=params.measure.batch_size, progress=progress,
+                        builder=build_on)
     _say(f"measure {device}: measured {stats.measured} programs ({stats.errors} errors: "
          f"{stats.per_status}) in {stats.wall_secs:.0f}s")
     return stats
 
 
-def run_featurize(params: Params, progress: bool = True) -> int:
-    """Features of every known program of the selected tasks (incremental)."""
+def run_featurize(params: Params, progress: bool = True,
+                  task_ids: list[str] | None = None) -> int:
+    """Features of every known program of the selected tasks, or of ``task_ids`` of them
+    (incremental)."""
     from .features import featurize
 
-    n = featurize(params.paths, task_ids=selected_tasks(params)["task_id"].to_list(),
-                  progress=progress)
+    n = featurize(params.paths, task_ids=task_ids if task_ids is not None
+                  else selected_tasks(params)["task_id"].to_list(), progress=progress)
     _say(f"featurize: {n} new programs")
     return n
 
@@ -186,32 +195,29 @@ def run_select(params: Params, device: str, progress: bool = True):
 
 def run_distill(params: Params, device: str | None = None, method: str | None = None) -> dict:
     """``tcl.continual.run.distill_device`` for ``device``, or for every device of
-    ``continual.sequence`` in order (each one whose inputs are unchanged is skipped, so adding a
-    device at the end trains only that one). Writes ``reports/continual/summary.json``: every
-    sequence device's latest registered model and its metrics (the DVC metrics)."""
-
+    ``continual.sequence`` in order (each one whose inputs are unchanged is skipped). Writes
+    ``reports/continual/<device>.json`` for each: its latest registered model and that model's
+    metrics (the DVC metrics of its stage, and what the next device's stage depends on: a new
+    teacher model reruns its students, an unchanged one leaves the file as it was)."""
     from .continual.run import distill_device
     from .registry import ModelRegistry
 
-    seq = params.continual.sequence
-    if not seq and device is None:
-        _say(f"distill: {params.source.name}'s continual.sequence is empty: nothing to distill")
-    for d in ([device] if device else seq):
+    devices = [device] if device else list(params.continual.sequence)
+    for d in devices:
         distill_device(params, d, method if device else None, say=_say)
     registry = ModelRegistry(params.paths)
-    summary = {}
-    for d in seq:
+    reports = {}
+    for d in devices:
         e = registry.latest(d, params.continual.backbone)
-        if e is not None:
-            summary[d] = {"model": e.id, "method": e.method, "parent": e.parent,
-                          "n_records": e.n_records, **{k: v for k, v in e.metrics.items()
-                                                      if k in ("new", "forgetting",
-                                                               "parameters")}}
-    out = params.paths.reports_dir / "continual" / "summary.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
-    _say(f"distill: summary in {out}")
-    return summary
+        reports[d] = {"model": e.id, "method": e.method, "parent": e.parent,
+                      "n_records": e.n_records,
+                      **{k: v for k, v in e.metrics.items()
+                         if k in ("new", "forgetting", "parameters")}}
+        out = params.paths.reports_dir / "continual" / f"{d}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(reports[d], indent=2, sort_keys=True, default=str) + "\n")
+        _say(f"distill {d}: report in {out}")
+    return reports
 
 
 def run_evaluate(params: Params) -> tuple[pl.DataFrame, dict]:

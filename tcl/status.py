@@ -59,12 +59,16 @@ def device_status(paths: Paths) -> pl.DataFrame:
 
     cat = Catalog(paths, in_memory=True)
     try:
+        # which host measured what: each host_cpu (tcl.device.host_identity) with its records
         recs = cat.sql("""
+            WITH per_host AS (
+              SELECT device, string_agg(host_cpu || ': ' || n, '; ' ORDER BY host_cpu) AS hosts
+              FROM (SELECT device, host_cpu, count(*) AS n FROM records GROUP BY ALL)
+              GROUP BY device)
             SELECT device, count(*) FILTER (WHERE status = 'ok') AS ok_records,
                    count(*) AS records, count(DISTINCT task_id) AS tasks,
-                   string_agg(DISTINCT host_cpu, '; ' ORDER BY host_cpu) AS hosts,
-                   max(measured_at) AS newest
-            FROM records GROUP BY device ORDER BY device""")
+                   any_value(h.hosts) AS hosts, max(measured_at) AS newest
+            FROM records JOIN per_host h USING (device) GROUP BY device ORDER BY device""")
     finally:
         cat.close()
     registry = ModelRegistry(paths)

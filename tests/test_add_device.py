@@ -38,7 +38,7 @@ def first_model(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("add-device")
     raw = yaml.safe_load((ROOT / "tests" / "tiny_params.yaml").read_text())
-    raw["continual"].update(sequence=["cpu-avx2"], backbone="tenset-mlp")
+    raw["continual"].update(first="cpu-avx2", then={}, backbone="tenset-mlp")
     raw["train"]["models"] = ["tenset-mlp"]
     raw["train"]["hyper"] = {"tenset-mlp": {"hidden": 16, "epochs": 3, "batch_size": 64}}
     raw["select"].update(budget=0.5, teacher="cpu-avx2/tenset-mlp")
@@ -231,3 +231,123 @@ def test_refresh_redistills_only_what_changed(first_model, capsys):
     assert out and not any(v["new"] for v in out.values())
     assert "nothing new" in capsys.readouterr().out
     assert len(ModelRegistry(params.paths).entries()) == before
+
+
+def test_a_prefect_server_that_goes_away_mid_run_loses_nothing(first_model, tmp_path):
+    """The add-device flow runs against a real Prefect server on loopback, which is killed once
+    the run has stored its first records. Started again (the embedded default, no server),
+    the run resumes from the store: the records are kept, none is measured twice, and the
+    device gets its model."""
+    import os
+    import signal
+    import urllib.request
+
+    from tcl.registry import ModelRegistry
+    from tcl.store.catalog import query
+
+    params = first_model
+    root = params.source.parent
+    _tcl(root, "device", "add", "flaky", "--target", BOARD, "--no-run")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               PREFECT_API_URL=f"http://127.0.0.1:{port}/api", TVM_LOG_LEVEL="WARNING")
+    bin_dir = Path(sys.executable).parent
+    server = subprocess.Popen([str(bin_dir / "prefect"), "server", "start", "--host",
+                               "127.0.0.1", "--port", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+
+    def healthy() -> bool:
+        try:
+            return urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health",
+                                          timeout=2).status == 200
+        except OSError:
+            return False
+
+    def stored() -> int:
+        return int(query(params.paths, "select count(*) n from records "
+                                       "where device = 'flaky'")["n"][0])
+    code = ("import sys; from flows.add_device import add_device; "
+            "add_device(device='flaky', params_file=sys.argv[1])")
+    run = None
+    try:
+        _wait(healthy, 180, "the Prefect server", [server])
+        run = subprocess.Popen([sys.executable, "-c", code, str(params.source)], cwd=root,
+                               env=env, text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+        _wait(lambda: stored() > 0, 600, "the first records of the run", [run])
+        os.killpg(server.pid, signal.SIGKILL)          # the server goes away mid-run
+        server.wait(timeout=30)
+        first_out = run.communicate(timeout=900)[0]
+    finally:
+        for p in (server, run):
+            if p is not None and p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=30)
+    kept = stored()
+    assert kept > 0
+    again = _tcl(root, "device", "add", "flaky", "--target", BOARD)   # no server: runs here
+    assert "already registered" in again.stdout, (first_out[-3000:], again.stderr[-3000:])
+    counts = query(params.paths, "select count(*) n, count(distinct program_id) d from records "
+                                 "where device = 'flaky'")
+    assert counts["n"][0] == counts["d"][0] >= kept        # kept, and nothing measured twice
+    model = ModelRegistry(params.paths).latest("flaky")
+    assert model is not None and model.devices[-1] == "flaky"
+    assert len(ModelRegistry(params.paths).entries("flaky")) == 1
+
+
+def test_serve_without_a_server_starts_one_that_schedules_and_hears_events(first_model,
+                                                                          tmp_path):
+    """`tcl serve` on the embedded default (no PREFECT_API_URL): it starts a Prefect server on
+    loopback, the cron-scheduled refresh runs, `tcl device add` from another process finds the
+    server and its event triggers the add-device deployment; SIGTERM stops both."""
+    import os
+    import signal
+    import urllib.request
+
+    from tcl.registry import ModelRegistry
+
+    params = first_model
+    root = params.source.parent
+    raw = yaml.safe_load(params.source.read_text())
+    raw["add_device"]["refresh_cron"] = "* * * * *"
+    (root / "params-serve.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS="5", TVM_LOG_LEVEL="WARNING")
+    info_file = tmp_path / "prefect" / "tcl-serve.json"
+    bin_dir = Path(sys.executable).parent
+    serve = subprocess.Popen([sys.executable, "-m", "tcl.cli", "serve", "--params",
+                              "params-serve.yaml"], cwd=root, env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+    try:
+        _wait(info_file.exists, 240, "tcl serve's Prefect server", [serve])
+        url = json.loads(info_file.read_text())["api_url"]
+        api_env = dict(env, PREFECT_API_URL=url)
+
+        def runs(flow: str) -> str:
+            out = subprocess.run([str(bin_dir / "prefect"), "flow-run", "ls", "--flow-name",
+                                  flow], env=api_env, text=True, capture_output=True)
+            return out.stdout
+        _wait(lambda: "COMPLETED" in runs("refresh"), 300, "the scheduled refresh", [serve])
+        add = subprocess.run([sys.executable, "-m", "tcl.cli", "device", "add", "board4",
+                              "--target", BOARD, "--params", "params-serve.yaml"], cwd=root,
+                             env=env, text=True, capture_output=True, timeout=120)
+        assert add.returncode == 0, add.stderr
+        assert "emitted 'board4' as tcl.device.added" in add.stdout
+        _wait(lambda: ModelRegistry(params.paths).latest("board4") is not None, 600,
+              "the add-device run triggered by the event", [serve])
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGTERM)
+        try:
+            out = serve.communicate(timeout=60)[0]
+        except subprocess.TimeoutExpired:
+            os.killpg(serve.pid, signal.SIGKILL)
+            out = serve.communicate()[0]
+    assert "started a Prefect server at" in out
+    assert not info_file.exists()                      # unregistered on exit
+    with pytest.raises(OSError):                       # and its server is gone
+        urllib.request.urlopen(f"{url}/health", timeout=2)

@@ -21,7 +21,7 @@ def params_file(tmp_path: Path, edit) -> str:
     raw["data"] = str(tmp_path / "data")
     edit(raw)
     f = tmp_path / "params.yaml"
-    f.write_text(yaml.safe_dump(raw))
+    f.write_text(yaml.safe_dump(raw, sort_keys=False))   # continual.then's order is the order
     return str(f)
 
 
@@ -150,6 +150,14 @@ CASES = [
      lambda raw: raw["select"].update(budget=0)),
     (["params", "--params", P], "select.teacher: expected DEVICE/KIND",
      lambda raw: raw["select"].update(teacher="cpu-avx2/tlp")),
+    (["params", "--params", P], "'cpu-sse42' comes before its teacher 'cpu-avx2-1c'",
+     lambda raw: raw["continual"].update(then={"cpu-sse42": "cpu-avx2-1c",
+                                               "cpu-avx2-1c": "cpu-avx2"})),
+    (["params", "--params", P], "expected the device just before it, 'cpu-sse42'",
+     lambda raw: raw["continual"].update(then={"cpu-sse42": "cpu-avx2",
+                                               "cpu-avx2-1c": "cpu-avx2"})),
+    (["params", "--params", P], "continual.first: expected a device name",
+     lambda raw: raw["continual"].update(first="tpu")),
     (["stage", "select", "--params", P, "--device", "cpu-sse42"], "not in",
      lambda raw: None),
     (["train", "--params", P, "--device", "cpu-avx2", "--model", "mamba"],
@@ -202,3 +210,25 @@ def test_bad_input_gets_one_line_naming_the_problem(tmp_path, capsys, case):
 
 def test_the_table_is_large_enough():
     assert len(CASES) >= 40
+
+
+def test_an_unreachable_tracker_is_retried_and_registers_nothing(tmp_path, capsys):
+    import socket
+
+    from tcl.config import Paths
+    from tcl.device import DeviceRegistry
+
+    with socket.socket() as s:              # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    params = params_file(tmp_path, lambda raw: raw["measure"].update(retries=2, retry_delay_s=0))
+    code, out, err = run_case(capsys, [
+        "--data", str(tmp_path / "data"), "device", "add", "board", "--target",
+        json.dumps({"kind": "llvm", "mcpu": "haswell", "num-cores": 1}), "--rpc-key", "board",
+        "--tracker", f"127.0.0.1:{port}", "--params", params])
+    assert code == 2 and "Traceback" not in err
+    assert err.count("trying again") == 2        # the policy: measure.retries
+    last = err.strip().splitlines()[-1]
+    assert f"cannot reach the tracker at 127.0.0.1:{port}" in last
+    assert "after 3 attempts" in last and "'board' is not registered" in last
+    assert "board" not in DeviceRegistry(Paths(tmp_path / "data")).all()

@@ -175,7 +175,7 @@ def two_devices(tmp_path_factory):
     root = tmp_path_factory.mktemp("continual")
     raw = yaml.safe_load((ROOT / "tests" / "tiny_params.yaml").read_text())
     raw["devices"] = ["cpu-avx2", "cpu-avx2-1c"]
-    raw["continual"].update(sequence=["cpu-avx2", "cpu-avx2-1c"], subset=0.5,
+    raw["continual"].update(first="cpu-avx2", then={"cpu-avx2-1c": "cpu-avx2"}, subset=0.5,
                             backbone="tenset-mlp")
     raw["train"]["models"] = ["tenset-mlp"]
     raw["train"]["hyper"] = {"tenset-mlp": {"hidden": 16, "epochs": 3, "batch_size": 64}}
@@ -239,4 +239,4 @@ def test_models_list_and_distill_cli(two_devices):
     assert listed.returncode == 0 and "cpu-avx2" in listed.stdout
     bad = subprocess.run([*tcl, "distill", "--device", "cpu-sse42"], cwd=root, text=True,
                          capture_output=True)
-    assert bad.returncode == 2 and "not in params.yaml's continual.sequence" in bad.stderr
+    assert bad.returncode == 2 and "not in params.yaml's continual sequence" in bad.stderr

@@ -98,7 +98,8 @@ def test_dvc_yaml_has_one_stage_per_device_and_model():
     params = load_params(ROOT / "params.yaml", check_models=False)
     expected = ["zoo", "sample", *[f"measure@{d}" for d in params.devices], "featurize",
                 *[f"train@{d}-{m}" for d in params.devices for m in params.train.models],
-                *[f"select@{d}" for d in params.select.devices], "distill", "evaluate"]
+                *[f"select@{d}" for d in params.select.devices], "distill-first",
+                *[f"distill@{d}" for d in params.continual.sequence[1:]], "evaluate"]
     assert names == expected
 
 
@@ -238,9 +239,8 @@ def test_pipeline_flow(tiny_repo, tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_appending_a_device_reruns_only_its_stages(tmp_path):
-    """dvc repro, then a device appended to devices and continual.sequence: only its measure
-    and train stages, the distill stage (which trains only the new device's model) and the
-    evaluation run again."""
+    """dvc repro, then a device appended to select.devices and continual.then: only its select
+    stage (which measures its picks), its distill stage and the evaluation run; then nothing."""
     repo = tmp_path / "repo"
     repo.mkdir()
     for name in ("dvc.yaml", ".dvcignore"):
@@ -249,21 +249,24 @@ def test_appending_a_device_reruns_only_its_stages(tmp_path):
     raw = yaml.safe_load(TINY.read_text())
     raw["train"]["models"] = ["tenset-mlp"]
     raw["train"]["hyper"] = {"tenset-mlp": {"hidden": 16, "epochs": 3, "batch_size": 64}}
-    raw["continual"].update(sequence=["cpu-avx2"], backbone="tenset-mlp", subset=0.5)
-    raw["select"]["teacher"] = "cpu-avx2/tenset-mlp"
-    (repo / "params.yaml").write_text(yaml.safe_dump(raw))
+    raw["continual"].update(first="cpu-avx2", then={}, backbone="tenset-mlp", subset=0.5)
+    raw["select"].update(teacher="cpu-avx2/tenset-mlp", budget=0.5)
+    (repo / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     _run(["git", "init", "-q"], repo)
     _run([BIN / "dvc", "init", "-q"], repo)
     _run([BIN / "dvc", "config", "core.analytics", "false"], repo)
     _run([BIN / "dvc", "repro"], repo)
-    raw["devices"].append("cpu-avx2-1c")
-    raw["continual"]["sequence"].append("cpu-avx2-1c")
-    (repo / "params.yaml").write_text(yaml.safe_dump(raw))
+    raw["select"]["devices"].append("cpu-avx2-1c")
+    raw["continual"]["then"]["cpu-avx2-1c"] = "cpu-avx2"
+    (repo / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     log = _run([BIN / "dvc", "repro"], repo)
-    for stage in ("measure@cpu-avx2-1c", "train@cpu-avx2-1c-tenset-mlp", "distill", "evaluate"):
+    for stage in ("select@cpu-avx2-1c", "distill@cpu-avx2-1c", "evaluate"):
         assert f"Running stage '{stage}'" in log
-    for stage in ("zoo", "sample", "measure@cpu-avx2", "featurize", "train@cpu-avx2-tenset-mlp"):
+    for stage in ("zoo", "sample", "measure@cpu-avx2", "featurize", "train@cpu-avx2-tenset-mlp",
+                  "distill-first"):
         assert f"Running stage '{stage}'" not in log
-    assert "distill cpu-avx2: nothing new" in log
-    summary = json.loads((repo / "data" / "reports" / "continual" / "summary.json").read_text())
-    assert summary["cpu-avx2-1c"]["parent"] == summary["cpu-avx2"]["model"]
+    reports = repo / "data" / "reports" / "continual"
+    first = json.loads((reports / "cpu-avx2.json").read_text())
+    added = json.loads((reports / "cpu-avx2-1c.json").read_text())
+    assert added["parent"] == first["model"] and added["method"] == "distill"
+    assert "Running stage" not in _run([BIN / "dvc", "repro"], repo)   # all up to date now

@@ -155,8 +155,8 @@ def distill_device(params: Params, device: str, method: str | None = None,
 
     seq = params.continual.sequence
     if teacher_device is None and device not in seq:
-        raise TclError(f"device {device!r} is not in {params.source.name}'s continual.sequence "
-                       f"({', '.join(seq) or 'empty'}); add it there first")
+        raise TclError(f"device {device!r} is not in {params.source.name}'s continual sequence "
+                       f"({' -> '.join(seq)}); add it to continual.then first")
     before = teacher_device if teacher_device is not None else \
         (seq[seq.index(device) - 1] if seq.index(device) else None)
     position = 0 if before is None else 1

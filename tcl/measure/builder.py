@@ -23,3 +23,26 @@ def local_builder(max_workers: int | None = None, timeout_sec: float = 60.0):
     ms = meta_schedule()
     return ms.builder.LocalBuilder(max_workers=max_workers, timeout_sec=timeout_sec,
                                    f_build=fast_build)
+
+
+def build_to_bytes(mod_json: str, target_json: str) -> tuple[bytes | None, str | None]:
+    """Build one program and export it as MetaSchedule's LocalBuilder does: the library's
+    bytes, or the build error. What a Dask worker runs (``tcl.measure.dask_builder``); the
+    program and the target come as TVM JSON (``tvm.ir.save_json``)."""
+    import shutil
+    from pathlib import Path
+
+    import tvm
+    from tvm.s_tir.meta_schedule.builder.local_builder import default_export
+
+    out = None
+    try:
+        mod = tvm.ir.load_json(mod_json)
+        target = tvm.ir.load_json(target_json)
+        out = Path(default_export(fast_build(mod, target, None)))
+        return out.read_bytes(), None
+    except Exception as e:  # noqa: BLE001 - a failing build is a result (build_error), not a crash
+        return None, f"{type(e).__name__}: {e}"
+    finally:
+        if out is not None:
+            shutil.rmtree(out.parent, ignore_errors=True)

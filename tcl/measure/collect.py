@@ -109,6 +109,12 @@ def measured_throughput(store: RecordStore, device: str) -> float:
     return len(times) / busy if busy > 0 else DEFAULT_RECORDS_PER_SEC
 
 
+def measured_before(device: Device, task_id: str, trace_json: str, done: set[str]) -> bool:
+    """Whether ``done`` (record ids) holds this program measured on ``device`` on this host:
+    under its identity, or from before hosts were told apart (``Device.legacy_identity``)."""
+    return any(record_id(i, task_id, trace_json) in done for i in device.identities)
+
+
 def plan(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task: int,
          program_ids: set[str] | None = None) -> Plan:
     """Count what is left to measure, from the stored candidates and records (samples nothing).
@@ -125,10 +131,10 @@ def plan(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task: i
         done = store.record_ids(device.name, row["task_id"])
         if program_ids is not None:
             chosen = cands.filter(pl.col("program_id").is_in(list(program_ids)))
-            todo.append(sum(record_id(device.identity, row["task_id"], t) not in done
+            todo.append(sum(not measured_before(device, row["task_id"], t, done)
                             for t in chosen["trace_json"]))
             continue
-        measured = sum(record_id(device.identity, row["task_id"], t) in done
+        measured = sum(measured_before(device, row["task_id"], t, done)
                        for t in cands["trace_json"])
         # A task whose design space ran out when sampled has fewer candidates than asked for.
         exhausted = len(cands) and int(cands["requested"].max()) >= programs_per_task
@@ -300,7 +306,7 @@ def _jobs(paths: Paths, device: Device, plan_: Plan, seed: int, stats: CollectSt
                 cands = cands.filter(pl.col("program_id").is_in(list(program_ids)))
             done = store.record_ids(device.name, row["task_id"])  # read under the lock
             traces = [t for t in cands["trace_json"]
-                      if record_id(device.identity, row["task_id"], t) not in done]
+                      if not measured_before(device, row["task_id"], t, done)]
             stats.skipped += len(cands) - len(traces)
             if not traces:
                 locks.release(row["task_id"])

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import functools
 import os
+from typing import Callable
 
+from ..config import TclError
 from ..device import Device
 
 
@@ -71,6 +73,24 @@ def tracker_problem(device: Device, timeout: float = 5.0) -> str | None:
         return (f"no RPC server is registered under key {device.rpc_key!r} at the tracker "
                 f"{device.tracker} (registered: {', '.join(sorted(servers)) or 'none'})")
     return None
+
+
+def wait_for_tracker(device: Device, retries: int, delay_s: float,
+                     say: Callable[[str], None] = print) -> None:
+    """Ask ``tracker_problem`` up to ``1 + retries`` times, ``delay_s`` apart (the policy:
+    params' measure.retries and measure.retry_delay_s); a TclError naming the last problem if
+    the tracker never could measure."""
+    import time
+
+    for attempt in range(retries + 1):
+        problem = tracker_problem(device)
+        if problem is None:
+            return
+        if attempt < retries:
+            say(f"device {device.name}: {problem}; trying again in {delay_s:g} s "
+                f"({attempt + 1} of {retries} retries)")
+            time.sleep(delay_s)
+    raise TclError(f"device {device.name!r}: {problem} (after {retries + 1} attempts)")
 
 
 def _tracker_summary(host: str, port: int, timeout: float) -> dict:

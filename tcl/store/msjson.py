@@ -90,6 +90,7 @@ def import_database(paths: Paths, work_dir: str | Path, device: Device) -> Impor
                      "error": None if ok else "failed in the imported database",
                      "build_secs": None, "source": f"import:{rec_path}",
                      "measured_at": now_utc(), "tvm_version": tvm.__version__})
+    from ..measure.collect import measured_before
     from .locks import locked
 
     store = RecordStore(paths)
@@ -98,7 +99,8 @@ def import_database(paths: Paths, work_dir: str | Path, device: Device) -> Impor
         # programs stores each record once.
         with locked(paths, "measure", device.name, tid, what=f"task {tid} on {device.name}"):
             known = store.record_ids(device.name, tid)
-            new = [r for r in rows if r["task_id"] == tid and r["record_id"] not in known]
+            new = [r for r in rows if r["task_id"] == tid and
+                   not measured_before(device, tid, r["trace_json"], known)]
             store.append(new)
         stats.records += len(new)
     with locked(paths, "imported-tasks", what="the imported tasks file"):
