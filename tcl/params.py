@@ -173,6 +173,15 @@ class _Reader:
             raise self.fail(key, f"must lie in [{low}, {high}], got {raw}")
         return float(raw)
 
+    def budget(self, raw: Any, key: str) -> int | float:
+        """A count (integer >= 1) or a share of a pool (a number in (0, 1])."""
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or \
+                (isinstance(raw, int) and raw < 1) or \
+                (isinstance(raw, float) and not 0 < raw <= 1):
+            raise self.fail(key, f"expected a count (integer >= 1) or a share of the pool "
+                                 f"(number in (0, 1]), got {_show(raw)}")
+        return raw
+
     def boolean(self, raw: Any, key: str) -> bool:
         if not isinstance(raw, bool):
             raise self.fail(key, f"expected true or false, got {_show(raw)}")
@@ -292,7 +301,8 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
         r.integer(a["eval_programs_per_task"], "add_device.eval_programs_per_task", 1,
                   maximum=MAX_PROGRAMS_PER_TASK), cron)
     params = Params(source.resolve(), data, devices, zoo, sample, measure, train, select,
-                    EvaluateParams(top_k), continual, add_device, _scale_out_params(r, top["scale_out"]))
+                    EvaluateParams(top_k), continual, add_device,
+                    _scale_out_params(r, top["scale_out"]))
     if check_models:
         check_model_params(params, r)
     return params
@@ -327,12 +337,7 @@ def _select_params(r: _Reader, raw: Any, devices: tuple[str, ...], known: set[st
     if s["sampler"] not in SAMPLERS:
         raise r.fail("select.sampler", f"unknown sampler {s['sampler']!r} "
                                        f"(known: {', '.join(SAMPLERS)})")
-    budget = s["budget"]
-    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or \
-            (isinstance(budget, int) and budget < 1) or \
-            (isinstance(budget, float) and not 0 < budget <= 1):
-        raise r.fail("select.budget", f"expected a count (integer >= 1) or a share of the pool "
-                                      f"(number in (0, 1]), got {_show(budget)}")
+    budget = r.budget(s["budget"], "select.budget")
     w = r.section(s["weights"], "select.weights", ("r", "d", "u"))
     weights = {k: r.number(w[k], f"select.weights.{k}", 0.0, 100.0) for k in ("r", "d", "u")}
     teacher = s["teacher"]
@@ -359,12 +364,7 @@ def _continual_params(r: _Reader, raw: Any, known: set[str],
     if not isinstance(c["method"], str) or c["method"] not in DISTILLERS:
         raise r.fail("continual.method", f"unknown method {c['method']!r} "
                                          f"(known: {', '.join(DISTILLERS)})")
-    subset = c["subset"]
-    if isinstance(subset, bool) or not isinstance(subset, (int, float)) or \
-            (isinstance(subset, int) and subset < 1) or \
-            (isinstance(subset, float) and not 0 < subset <= 1):
-        raise r.fail("continual.subset", f"expected a count (integer >= 1) or a share of the "
-                                         f"pool (number in (0, 1]), got {_show(subset)}")
+    subset = r.budget(c["subset"], "continual.subset")
     if not isinstance(c["subset_from"], str) or \
             c["subset_from"] not in ("measured", "selections"):
         raise r.fail("continual.subset_from", f"expected measured or selections, "

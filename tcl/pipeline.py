@@ -196,19 +196,15 @@ def run_select(params: Params, device: str, progress: bool = True):
 def run_distill(params: Params, device: str | None = None, method: str | None = None) -> dict:
     """``tcl.continual.run.distill_device`` for ``device``, or for every device of
     ``continual.sequence`` in order (each one whose inputs are unchanged is skipped). Writes
-    ``reports/continual/<device>.json`` for each: its latest registered model and that model's
-    metrics (the DVC metrics of its stage, and what the next device's stage depends on: a new
-    teacher model reruns its students, an unchanged one leaves the file as it was)."""
+    ``reports/continual/<device>.json`` for each: its model (made now, or the one its unchanged
+    inputs made before) and that model's metrics. That file is the DVC metrics of the device's
+    stage and what the next device's stage depends on: a new teacher model reruns its
+    students, an unchanged one leaves the file as it was."""
     from .continual.run import distill_device
-    from .registry import ModelRegistry
 
-    devices = [device] if device else list(params.continual.sequence)
-    for d in devices:
-        distill_device(params, d, method if device else None, say=_say)
-    registry = ModelRegistry(params.paths)
     reports = {}
-    for d in devices:
-        e = registry.latest(d, params.continual.backbone)
+    for d in [device] if device else list(params.continual.sequence):
+        e = distill_device(params, d, method if device else None, say=_say).entry
         reports[d] = {"model": e.id, "method": e.method, "parent": e.parent,
                       "n_records": e.n_records,
                       **{k: v for k, v in e.metrics.items()

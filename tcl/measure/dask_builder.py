@@ -35,8 +35,8 @@ def _build(ms, client, build_inputs, timeout_sec: float) -> list:
     import tvm
     from distributed import wait
 
-    futures = [client.submit(build_to_bytes, tvm.ir.save_json(b.mod), tvm.ir.save_json(b.target),
-                             pure=False) for b in build_inputs]
+    futures = [client.submit(build_to_bytes, tvm.ir.save_json(b.mod),
+                             tvm.ir.save_json(b.target), pure=False) for b in build_inputs]
     try:
         wait(futures, timeout=timeout_sec * max(1, len(futures)))
     except TimeoutError:
