@@ -269,11 +269,35 @@ def cmd_import(args) -> int:
     from .store.msjson import import_database
 
     paths = _paths(args)
-    stats = import_database(paths, args.dir, DeviceRegistry(paths).get(args.device))
+    device = DeviceRegistry(paths).get(args.device)
+    stats = import_database(paths, args.dir, device, strict=args.strict)
     for p in stats.problems:
         print(f"warning: skipped {p}", file=sys.stderr)
-    print(f"imported {stats.records} records ({stats.tasks} new tasks), "
-          f"{len(stats.problems)} malformed lines skipped")
+    if stats.target_mismatches:
+        print(f"warning: {stats.target_mismatches} lines were measured for another target than "
+              f"{device.name}'s {json.dumps(device.target)}; their records keep the target of "
+              "their lines (--strict refuses such a database)", file=sys.stderr)
+    print(f"read {stats.lines} lines: {stats.programs} distinct programs, {stats.records} new "
+          f"records, {len(stats.problems)} malformed lines skipped ({stats.tasks} new tasks)")
+    return 0
+
+
+def cmd_predict(args) -> int:
+    from .device import DeviceRegistry
+    from .predict import predict_database
+
+    paths = _paths(args)
+    DeviceRegistry(paths).get(args.device)   # an unknown device: a clear error
+    scores, what, skipped = predict_database(paths, args.device, args.dir, args.model)
+    for p in skipped:
+        print(f"warning: skipped {p}", file=sys.stderr)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        scores.write_csv(args.out)
+    else:
+        sys.stdout.write(scores.write_csv())
+    print(f"scored {len(scores)} programs of {scores['task_id'].n_unique()} tasks with {what}"
+          + (f"; written to {args.out}" if args.out else ""), file=sys.stderr)
     return 0
 
 
@@ -411,7 +435,20 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("import", help="import a MetaSchedule JSONDatabase directory")
     i.add_argument("dir")
     i.add_argument("--device", required=True)
+    i.add_argument("--strict", action="store_true",
+                   help="refuse a database with lines measured for another target than the "
+                        "device's (default: import them, keep their target, warn)")
     i.set_defaults(func=cmd_import)
+
+    pr = sub.add_parser("predict", help="rank a JSONDatabase's programs with a cost model "
+                                        "(CSV: task, program, score, rank within the task)")
+    pr.add_argument("dir", help="a MetaSchedule JSONDatabase directory")
+    pr.add_argument("--device", required=True)
+    pr.add_argument("--model", help="a model kind trained for the device, 'continual' (the "
+                                    "registry's latest), or a model file (default: the "
+                                    "registry's latest, else the first trained kind)")
+    pr.add_argument("--out", help="write the CSV here (default: standard output)")
+    pr.set_defaults(func=cmd_predict)
 
     e = sub.add_parser("export", help="export records as a MetaSchedule JSONDatabase")
     e.add_argument("dir")

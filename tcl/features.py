@@ -158,25 +158,30 @@ def per_store_features(mod, trace_jsons: list[str]) -> list[np.ndarray]:
     return out
 
 
+def program_features(task_id: str, workload_json: str, programs: pl.DataFrame) -> pl.DataFrame:
+    """FEATURE_SCHEMA rows of ``programs`` (program_id, trace_json) of one task, uncached."""
+    import tvm
+
+    mod = tvm.ir.load_json(workload_json)
+    stores = per_store_features(mod, programs["trace_json"].to_list())
+    tokens = [trace_tokens(t) for t in programs["trace_json"]]
+    return pl.DataFrame({
+        "program_id": programs["program_id"], "task_id": [task_id] * len(programs),
+        "n_stores": [len(s) for s in stores], "per_store": [s.ravel() for s in stores],
+        "n_tokens": [len(t) for t in tokens], "tokens": [t.ravel() for t in tokens],
+    }, schema=FEATURE_SCHEMA)
+
+
 def featurize_task(paths: Paths, task_id: str, workload_json: str,
                    programs: pl.DataFrame) -> int:
     """Cache features of ``programs`` (program_id, trace_json) not yet cached; returns how many."""
-    import tvm
-
     f = features_file(paths, task_id)
     have = pl.read_parquet(f) if f.exists() else pl.DataFrame(schema=FEATURE_SCHEMA)
     todo = programs.unique("program_id", maintain_order=True).filter(
         ~pl.col("program_id").is_in(have["program_id"].implode()))
     if todo.is_empty():
         return 0
-    mod = tvm.ir.load_json(workload_json)
-    stores = per_store_features(mod, todo["trace_json"].to_list())
-    tokens = [trace_tokens(t) for t in todo["trace_json"]]
-    new = pl.DataFrame({
-        "program_id": todo["program_id"], "task_id": [task_id] * len(todo),
-        "n_stores": [len(s) for s in stores], "per_store": [s.ravel() for s in stores],
-        "n_tokens": [len(t) for t in tokens], "tokens": [t.ravel() for t in tokens],
-    }, schema=FEATURE_SCHEMA)
+    new = program_features(task_id, workload_json, todo)
     from .store.records import write_parquet_atomic
 
     write_parquet_atomic(pl.concat([have, new]), f)

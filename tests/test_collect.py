@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 from conftest import matmul_task, te_task, write_tasks
+from tcl.config import TclError
 from tcl.device import BUILTIN_DEVICES, MeasureSettings
 from tcl.features import TOKEN_WIDTH, featurize, load_features
 from tcl.measure.collect import collect, plan
@@ -140,6 +141,71 @@ def test_malformed_import_line_is_named_and_the_rest_imported(collected, tmp_pat
     stats = import_database(paths, out, DEVICE)
     assert stats.records == len(lines) - 1
     assert len(stats.problems) == 1 and f"{RECORD_FILE}:3:" in stats.problems[0]
+
+
+def test_import_keeps_every_line_and_each_line_target(collected, tmp_path, paths):
+    """Repeats of a program become one record with all latencies; a line measured for another
+    target is counted and keeps its target (refused with strict); imported tasks get their
+    name, op class and flop count from the workload, as zoo tasks do."""
+    from tcl.store.msjson import RECORD_FILE, export_database, import_database
+
+    src, task, _, _ = collected
+    out = tmp_path / "db"
+    export_database(src, DEVICE, out)
+    lines = [json.loads(x) for x in (out / RECORD_FILE).read_text().splitlines()]
+    repeat = json.loads(json.dumps(lines[1]))
+    repeat[1][1] = [2 * t for t in repeat[1][1]]            # measured again, twice as slow
+    failed = json.loads(json.dumps(lines[1]))
+    failed[1][1] = [1e10]                                   # and once failed
+    lines[0][1][2] = dict(lines[0][1][2], mcpu="nehalem")   # another target
+    (out / RECORD_FILE).write_text("\n".join(json.dumps(x) for x in lines + [repeat, failed])
+                                   + "\n")
+    with pytest.raises(TclError, match="1 of .* lines were measured for another target"):
+        import_database(paths, out, DEVICE, strict=True)
+    assert RecordStore(paths).read().is_empty()            # strict: nothing stored
+    stats = import_database(paths, out, DEVICE)
+    assert (stats.lines, stats.programs, stats.records) == (len(lines) + 2, len(lines),
+                                                            len(lines))
+    assert stats.target_mismatches == 1 and not stats.problems
+    frame = RecordStore(paths).read()
+    rec = frame.filter(pl.col("latencies").list.len() == 2 * len(lines[1][1][1]))
+    assert len(rec) == 1 and sorted(rec["latencies"][0]) == sorted(lines[1][1][1] + repeat[1][1])
+    nehalem = frame.filter(pl.col("target").str.contains("nehalem"))
+    assert len(nehalem) == 1
+    from tcl.store.msjson import imported_tasks_file
+
+    (row,) = pl.read_parquet(imported_tasks_file(paths)).iter_rows(named=True)
+    assert row["op_class"] == "dense" and row["flop"] == 2 * 64 ** 3   # a 64^3 matmul
+    assert row["task_name"] == f"imported_{task['task_id'][:8]}"   # its function is "main"
+
+
+def test_predict_ranks_a_databases_programs_with_a_model(collected, tmp_path):
+    """`tcl predict` on an exported JSONDatabase: every distinct program scored once, ranked
+    within its task, with the scores the model gives the store's own (cached) features."""
+    from tcl.cli import main
+    from tcl.dataset import load_program_set
+    from tcl.models import make_model
+    from tcl.store.msjson import export_database
+
+    paths, _, _, _ = collected
+    featurize(paths, progress=False)
+    ps = load_program_set(paths, DEVICE.name)
+    model = make_model("xgb", num_boost_round=5, nthread=1).fit(ps)
+    model.save(tmp_path / "m.model")
+    db = tmp_path / "db"
+    export_database(paths, DEVICE, db)
+    out = tmp_path / "scores.csv"
+    assert main(["--data", str(paths.root), "predict", str(db), "--device", DEVICE.name,
+                 "--model", str(tmp_path / "m.model"), "--out", str(out)]) == 0
+    scores = pl.read_csv(out)
+    ok = RecordStore(paths).read().filter(pl.col("status") == "ok")
+    assert sorted(scores["program_id"]) == sorted(ok["program_id"])
+    assert sorted(scores["rank"]) == list(range(1, len(scores) + 1))    # one task
+    expected = dict(zip(ps.program_ids.astype(str), model.predict(ps)))
+    for pid, score in zip(scores["program_id"], scores["score"]):
+        assert score == pytest.approx(float(expected[pid]), rel=1e-5)
+    assert main(["--data", str(paths.root), "predict", str(tmp_path / "nothing"), "--device",
+                 DEVICE.name, "--model", str(tmp_path / "m.model")]) == 2
 
 
 def test_crashing_and_slow_kernels_become_error_rows(paths):

@@ -26,9 +26,20 @@ FAILED_RUN_SECS = 1e9  # MetaSchedule stores failed measurements as 1e10 seconds
 
 @dataclass
 class ImportStats:
-    records: int = 0
-    tasks: int = 0
-    problems: list[str] = field(default_factory=list)
+    lines: int = 0              # tuning-record lines read
+    programs: int = 0           # distinct programs (task, trace) among them
+    records: int = 0            # new records stored (programs not in the store yet)
+    tasks: int = 0              # workloads the zoo lacked, remembered as imported tasks
+    target_mismatches: int = 0  # lines measured for another target than the device's
+    problems: list[str] = field(default_factory=list)   # malformed lines, skipped
+
+
+def _same_target(line_target, device_target: dict) -> bool:
+    """Whether a record's target (``Target.export()`` as JSON) is the device's: every key the
+    device's target sets has the same value (the export adds keys and tags of its own)."""
+    if not isinstance(line_target, dict):
+        return False
+    return all(str(line_target.get(k)) == str(v) for k, v in device_target.items())
 
 
 def imported_tasks_file(paths: Paths) -> Path:
@@ -42,34 +53,14 @@ def _read_lines(path: Path) -> list[tuple[int, str]]:
     return [(n, line) for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
 
 
-def import_database(paths: Paths, work_dir: str | Path, device: Device) -> ImportStats:
-    """Append the records of a JSONDatabase as measurements of ``device``.
-
-    A malformed line is skipped and named (file and line number) in ``ImportStats.problems``;
-    the other lines are imported. Re-importing the same files adds nothing (content-hash ids).
-    """
-    import tvm
-
+def _tuning_lines(rec_path: Path, workloads: dict, stats: ImportStats):
+    """(line number, task id, trace, run_secs, target) of each valid tuning-record line; a
+    malformed one is named in ``stats.problems`` and skipped."""
     ms = meta_schedule()
-    work_dir = Path(work_dir)
-    stats = ImportStats()
-    wl_path, rec_path = work_dir / WORKLOAD_FILE, work_dir / RECORD_FILE
-    workloads: dict[int, tuple[str, object]] = {}  # line index (0-based) -> (task_id, Workload)
-    task_rows = []
-    for index, (n, line) in enumerate(_read_lines(wl_path)):
-        try:
-            wl = ms.database.Workload.from_json(json.loads(line))
-        except Exception as e:
-            stats.problems.append(f"{wl_path}:{n}: malformed workload ({_first_line(e)})")
-            continue
-        tid = task_id_of(wl.mod)
-        workloads[index] = (tid, wl)
-        task_rows.append({"task_id": tid, "task_name": f"imported_{tid[:8]}", "op_class": "other",
-                          "workload_json": tvm.ir.save_json(wl.mod), "flop": 0.0})
-    rows = []
     for n, line in _read_lines(rec_path):
+        stats.lines += 1
         try:
-            index, (trace_obj, run_secs, _target, _args) = json.loads(line)
+            index, (trace_obj, run_secs, target, _args) = json.loads(line)
             tid, wl = workloads[int(index)]
             ms.database.TuningRecord.from_json(json.loads(line)[1], wl)  # validates the trace
         except KeyError:
@@ -79,13 +70,92 @@ def import_database(paths: Paths, work_dir: str | Path, device: Device) -> Impor
         except Exception as e:
             stats.problems.append(f"{rec_path}:{n}: malformed tuning record ({_first_line(e)})")
             continue
+        yield n, tid, trace_obj, run_secs, target
+
+
+def _workloads(wl_path: Path, stats: ImportStats) -> tuple[dict[int, tuple[str, object]], list]:
+    """Line index (0-based) -> (task id, Workload), and each workload's task row."""
+    from ..zoo.extract import task_row
+
+    ms = meta_schedule()
+    workloads, task_rows = {}, []
+    for index, (n, line) in enumerate(_read_lines(wl_path)):
+        try:
+            wl = ms.database.Workload.from_json(json.loads(line))
+        except Exception as e:
+            stats.problems.append(f"{wl_path}:{n}: malformed workload ({_first_line(e)})")
+            continue
+        row = task_row(wl.mod)
+        workloads[index] = (row["task_id"], wl)
+        task_rows.append(row)
+    return workloads, task_rows
+
+
+def read_programs(work_dir: str | Path) -> tuple[pl.DataFrame, ImportStats]:
+    """The distinct programs of a JSONDatabase: task_id, task_name, workload_json, program_id,
+    trace_json (for ``tcl predict``), and what was read and skipped."""
+    work_dir = Path(work_dir)
+    stats = ImportStats()
+    workloads, task_rows = _workloads(work_dir / WORKLOAD_FILE, stats)
+    tasks = {r["task_id"]: r for r in task_rows}
+    rows, seen = [], set()
+    for _, tid, trace_obj, _, _ in _tuning_lines(work_dir / RECORD_FILE, workloads, stats):
+        trace = canonical_trace_json(trace_obj)
+        pid = program_id(tid, trace)
+        if pid not in seen:
+            seen.add(pid)
+            rows.append({"task_id": tid, "task_name": tasks[tid]["task_name"],
+                         "workload_json": tasks[tid]["workload_json"], "program_id": pid,
+                         "trace_json": trace})
+    stats.programs = len(rows)
+    schema = {k: pl.Utf8 for k in ("task_id", "task_name", "workload_json", "program_id",
+                                   "trace_json")}
+    return pl.DataFrame(rows, schema=schema), stats
+
+
+def import_database(paths: Paths, work_dir: str | Path, device: Device,
+                    strict: bool = False) -> ImportStats:
+    """Append the records of a JSONDatabase as measurements of ``device``.
+
+    Every line counts: the lines of one program (task and trace) become one record whose
+    latencies are all of theirs (a failed line adds none; a program with no successful line is
+    a ``run_error``). Each record keeps the target its lines were measured for; lines whose
+    target is not the device's are counted (``target_mismatches``), or refused with ``strict``
+    before anything is stored. A malformed line is skipped and named (file and line number) in
+    ``ImportStats.problems``. Re-importing the same files adds nothing (content-hash ids).
+    """
+    work_dir = Path(work_dir)
+    stats = ImportStats()
+    wl_path, rec_path = work_dir / WORKLOAD_FILE, work_dir / RECORD_FILE
+    workloads, task_rows = _workloads(wl_path, stats)
+    programs: dict[tuple[str, str], dict] = {}   # (task, trace) -> its lines, merged
+    mismatched: list[str] = []
+    for n, tid, trace_obj, run_secs, target in _tuning_lines(rec_path, workloads, stats):
+        if not _same_target(target, device.target):
+            mismatched.append(f"{rec_path}:{n}: {json.dumps(target, sort_keys=True)}")
         trace = canonical_trace_json(trace_obj)
         secs = [float(s) for s in (run_secs or [])]
-        ok = bool(secs) and max(secs) < FAILED_RUN_SECS
+        p = programs.setdefault((tid, trace), {"secs": [], "target": target})
+        if secs and max(secs) < FAILED_RUN_SECS:
+            p["secs"] += secs
+    stats.programs = len(programs)
+    stats.target_mismatches = len(mismatched)
+    if mismatched and strict:
+        raise TclError(f"{len(mismatched)} of {stats.lines} lines were measured for another "
+                       f"target than device {device.name}'s {json.dumps(device.target)} "
+                       f"(first: {mismatched[0]}); nothing imported (drop --strict to import "
+                       "them with their own target recorded)")
+    import tvm
+
+    rows = []
+    for (tid, trace), p in programs.items():
+        ok = bool(p["secs"])
         rows.append({"record_id": record_id(device.identity, tid, trace),
                      "program_id": program_id(tid, trace), "device": device.name,
-                     "host_cpu": device.host_cpu, "target": json.dumps(device.target, sort_keys=True),
-                     "task_id": tid, "trace_json": trace, "latencies": secs if ok else [],
+                     "host_cpu": device.host_cpu,
+                     "target": json.dumps(p["target"] if isinstance(p["target"], dict)
+                                          else device.target, sort_keys=True),
+                     "task_id": tid, "trace_json": trace, "latencies": p["secs"],
                      "status": "ok" if ok else "run_error",
                      "error": None if ok else "failed in the imported database",
                      "build_secs": None, "source": f"import:{rec_path}",

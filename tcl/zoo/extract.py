@@ -57,7 +57,6 @@ def extract_tasks(instance: NetworkInstance) -> list[dict]:
     """One row per distinct task of ``instance``: task_id, task_name, op_class, workload_json,
     flop, weight (how many times one inference runs it)."""
     import tvm
-    from tvm.s_tir.analysis import estimate_tir_flops
 
     from ..tvm_compat import meta_schedule
 
@@ -75,13 +74,28 @@ def extract_tasks(instance: NetworkInstance) -> list[dict]:
         if tid in rows:  # structurally equal functions under two names: one task
             rows[tid]["weight"] += int(t.weight)
             continue
-        try:
-            flop = float(estimate_tir_flops(task))
-        except Exception:  # some index expressions are not analysable; the count is optional
-            flop = 0.0
-        rows[tid] = {"task_id": tid, "task_name": t.task_name, "op_class": op_class(task, t.task_name),
-                     "workload_json": tvm.ir.save_json(task), "flop": flop, "weight": int(t.weight)}
+        rows[tid] = {**task_row(task, t.task_name), "weight": int(t.weight)}
     return list(rows.values())
+
+
+def task_row(task, task_name: str | None = None) -> dict:
+    """task_id, task_name, op_class, workload_json and flop of one task's IRModule: the zoo's
+    tasks and imported workloads alike. Without ``task_name`` the function's
+    ``global_symbol`` names it (``imported_<id>`` when that is only "main")."""
+    import tvm
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    tid = task_id_of(task)
+    if task_name is None:
+        symbols = [str(f.attrs["global_symbol"]) for f in task.functions.values()
+                   if f.attrs is not None and "global_symbol" in f.attrs]
+        task_name = next((s for s in symbols if s != "main"), f"imported_{tid[:8]}")
+    try:
+        flop = float(estimate_tir_flops(task))
+    except Exception:  # some index expressions are not analysable; the count is optional
+        flop = 0.0
+    return {"task_id": tid, "task_name": task_name, "op_class": op_class(task, task_name),
+            "workload_json": tvm.ir.save_json(task), "flop": flop}
 
 
 # ---------------------------------------------------------------------------------------------

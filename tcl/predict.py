@@ -1,0 +1,78 @@
+"""``tcl predict``: a trained cost model ranks a user's candidate programs, outside tuning.
+
+The candidates come as a MetaSchedule JSONDatabase (its workloads and the traces of its tuning
+records; latencies, if any, are ignored). Features are computed as for the store's programs
+(``tcl.features.program_features``) but not cached, and nothing is written to the store. The
+model is the device's latest continual model from the registry, a trained kind of
+``models/<device>/<kind>.model``, or a model file.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from .config import Paths, TclError
+
+
+def resolve_model(paths: Paths, device: str, model: str | None):
+    """``model``: None (the registry's latest model serving ``device``), a kind trained for the
+    device, or a model file. Returns (the model ready to score ``device``, a description)."""
+    from .models import MODEL_KINDS, load_model
+    from .registry import ModelRegistry
+    from .train import model_file
+
+    if model is None or model == "continual":
+        entry = ModelRegistry(paths).latest(device)
+        if entry is None:
+            if model == "continual":
+                raise TclError(f"no registered continual model serves device {device!r} "
+                               f"(`tcl models list`; make one with `tcl distill --device "
+                               f"{device}`)")
+            kinds = [k for k in MODEL_KINDS if model_file(paths, device, k).exists()]
+            if not kinds:
+                raise TclError(f"no model for device {device!r}: no registered continual model "
+                               f"and no trained one under {paths.models_dir / device}; train "
+                               f"one (`tcl train --device {device} --model tenset-mlp`) or "
+                               "pass --model FILE")
+            model = kinds[0]
+        else:
+            return ModelRegistry(paths).load(entry).for_device(device), f"registry {entry.id}"
+    path = model_file(paths, device, model) if model in MODEL_KINDS else Path(model)
+    if not path.exists():
+        raise TclError(f"model {model!r}: {path} does not exist (a kind trained for "
+                       f"{device!r}, or a model file)")
+    loaded = load_model(path)
+    if hasattr(loaded, "for_device"):        # a continual model serves several devices
+        if device not in loaded.devices:
+            raise TclError(f"model {path} serves {', '.join(loaded.devices)}, not {device!r}")
+        loaded = loaded.for_device(device)
+    return loaded, str(path)
+
+
+def predict_database(paths: Paths, device: str, work_dir: str | Path,
+                     model: str | None = None) -> tuple[pl.DataFrame, str, list[str]]:
+    """Scores of every distinct program in the JSONDatabase at ``work_dir``: task_id,
+    task_name, program_id, score (higher is faster) and rank within its task (1 = predicted
+    fastest); the model's description; the skipped lines."""
+    from .dataset import to_program_set
+    from .features import program_features
+    from .store.msjson import read_programs
+
+    programs, stats = read_programs(work_dir)
+    if programs.is_empty():
+        raise TclError(f"{work_dir}: no valid tuning record to score ({stats.lines} lines read"
+                       + (f"; {len(stats.problems)} malformed, e.g. {stats.problems[0]}"
+                          if stats.problems else "") + ")")
+    scorer, what = resolve_model(paths, device, model)
+    feats = pl.concat([program_features(tid, g["workload_json"][0], g)
+                       for (tid,), g in programs.group_by(["task_id"], maintain_order=True)])
+    ps = to_program_set(feats, with_labels=False)
+    scores = np.asarray(scorer.predict(ps), dtype=np.float64)
+    out = pl.DataFrame({"program_id": ps.program_ids.astype(str), "score": scores}) \
+        .join(programs.select("task_id", "task_name", "program_id"), on="program_id")
+    out = out.with_columns(pl.col("score").rank("ordinal", descending=True).over("task_id")
+                           .cast(pl.Int64).alias("rank"))
+    return out.select("task_id", "task_name", "program_id", "score", "rank") \
+        .sort("task_id", "rank"), what, stats.problems
