@@ -19,11 +19,13 @@ def dask_builder(client, timeout_sec: float = 60.0):
     """A MetaSchedule ``Builder`` that builds on the cluster behind ``client``
     (a ``distributed.Client``); a build still running after ``timeout_sec`` per program of the
     batch fails as a timed-out build, as in LocalBuilder."""
+    from tvm.ir.utils import derived_object
+
     from ..tvm_compat import meta_schedule
 
     ms = meta_schedule()
 
-    @ms.utils.derived_object
+    @derived_object
     class DaskBuilder(ms.builder.PyBuilder):
         def build(self, build_inputs):
             return _build(ms, client, build_inputs, timeout_sec)
