@@ -11,9 +11,7 @@ from __future__ import annotations
 import json
 import os
 import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 DEVICE_ADDED = "tcl.device.added"
 
@@ -44,25 +42,24 @@ def server_configured() -> bool:
     return bool(PREFECT_API_URL.value()) or local_server() is not None
 
 
-@contextmanager
-def api_of_local_server() -> Iterator[None]:
-    """Talk to ``local_server()`` in this block when no PREFECT_API_URL is set."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+def emit_device_added(device: str, params_file: str) -> bool:
+    """Emit the event; True when it was sent (an event client is configured). With no
+    PREFECT_API_URL but a running ``tcl serve``, it goes to that server, sent here and now
+    (Prefect's background events worker would read the settings again in its own thread)."""
+    import asyncio
 
+    from prefect.events import Event, emit_event
+    from prefect.events.clients import PrefectEventsClient
+    from prefect.settings import PREFECT_API_URL
+
+    resource = {"prefect.resource.id": device, "tcl.device": device}
+    payload = {"params_file": str(params_file)}
     url = None if PREFECT_API_URL.value() else local_server()
     if url is None:
-        yield
-        return
-    with temporary_settings(updates={PREFECT_API_URL: url}):
-        yield
+        return emit_event(event=DEVICE_ADDED, resource=resource, payload=payload) is not None
 
-
-def emit_device_added(device: str, params_file: str) -> bool:
-    """Emit the event; True when it was sent (an event client is configured)."""
-    from prefect.events import emit_event
-
-    with api_of_local_server():
-        event = emit_event(event=DEVICE_ADDED, resource={"prefect.resource.id": device,
-                                                         "tcl.device": device},
-                           payload={"params_file": str(params_file)})
-    return event is not None
+    async def send() -> None:
+        async with PrefectEventsClient(api_url=url) as client:
+            await client.emit(Event(event=DEVICE_ADDED, resource=resource, payload=payload))
+    asyncio.run(send())
+    return True

@@ -50,10 +50,10 @@ def runner_device_type(device: Device) -> str:
     return "cpu" if kind in ("llvm", "c") else kind
 
 
-def tracker_problem(device: Device, timeout: float = 5.0) -> str | None:
+def tracker_problem(device: Device, timeout: float = 5.0, need_server: bool = True) -> str | None:
     """Why ``device``'s RPC tracker cannot measure now (None when it can, or when the device is
-    local): unreachable, or no server registered under the device's key. Asked before every
-    batch, so a tracker that is down costs no program a stored error."""
+    local): unreachable, or (``need_server``) no server registered under the device's key.
+    Asked before every batch, so a tracker that is down costs no program a stored error."""
     if not device.is_remote:
         return None
     import socket
@@ -69,7 +69,8 @@ def tracker_problem(device: Device, timeout: float = 5.0) -> str | None:
     except Exception as e:  # the tracker accepted the connection but did not answer
         return f"the tracker at {device.tracker} did not answer: {str(e).splitlines()[-1]}"
     servers = {s.get("key", "").split(":", 1)[-1] for s in summary.get("server_info", [])}
-    if device.rpc_key not in servers and device.rpc_key not in summary.get("queue_info", {}):
+    if need_server and device.rpc_key not in servers and \
+            device.rpc_key not in summary.get("queue_info", {}):
         return (f"no RPC server is registered under key {device.rpc_key!r} at the tracker "
                 f"{device.tracker} (registered: {', '.join(sorted(servers)) or 'none'})")
     return None
@@ -77,13 +78,13 @@ def tracker_problem(device: Device, timeout: float = 5.0) -> str | None:
 
 def wait_for_tracker(device: Device, retries: int, delay_s: float,
                      say: Callable[[str], None] = print) -> None:
-    """Ask ``tracker_problem`` up to ``1 + retries`` times, ``delay_s`` apart (the policy:
-    params' measure.retries and measure.retry_delay_s); a TclError naming the last problem if
-    the tracker never could measure."""
+    """Ask the tracker up to ``1 + retries`` times, ``delay_s`` apart (the policy: params'
+    measure.retries and measure.retry_delay_s), until it answers; a TclError naming the last
+    problem if it never did. Its servers may come later: each batch checks for them."""
     import time
 
     for attempt in range(retries + 1):
-        problem = tracker_problem(device)
+        problem = tracker_problem(device, need_server=False)
         if problem is None:
             return
         if attempt < retries:
