@@ -126,6 +126,8 @@ def _tracker_check(args):
 
 def _trigger_add_device(args) -> int:
     """Emit ``tcl.device.added``; with no Prefect server to react to it, run the flow here."""
+    import flows._common  # noqa: F401  (Prefect's defaults, e.g. the ephemeral start-up timeout)
+
     from .events import emit_device_added, server_configured
     from .params import load_params
 
