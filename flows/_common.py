@@ -40,3 +40,15 @@ def main(flow, argv: list[str] | None = None) -> int:
         print(f"{flow.name}: error: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def map_over_tasks(task_fn, params) -> int:
+    """``task_fn(params, task_ids)`` once per chunk of the pipeline's tasks, on the flow's task
+    runner (``tcl.scale_out``); the sum of what the runs return."""
+    from prefect import unmapped
+
+    from tcl import pipeline, scale_out
+
+    task_ids = pipeline.selected_tasks(params)["task_id"].to_list()
+    futures = task_fn.map(unmapped(params), scale_out.chunks(task_ids, params))
+    return sum(f.result() for f in futures)

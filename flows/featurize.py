@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import sys
 
-from flows._common import main  # first: sets Prefect's defaults before it is imported
-from prefect import flow, task, unmapped
+from flows._common import main, map_over_tasks  # first: sets Prefect's defaults before it is imported
+from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from tcl import pipeline, scale_out
@@ -19,9 +19,7 @@ def featurize_programs(params: Params, task_ids: list[str]) -> int:
 @flow(name="featurize-tasks", log_prints=True)
 def featurize_tasks(params: Params) -> int:
     """One Prefect task per chunk of tasks, on the configured task runner."""
-    task_ids = pipeline.selected_tasks(params)["task_id"].to_list()
-    futures = featurize_programs.map(unmapped(params), scale_out.chunks(task_ids, params))
-    return sum(f.result() for f in futures)
+    return map_over_tasks(featurize_programs, params)
 
 
 @flow(name="featurize", log_prints=True)

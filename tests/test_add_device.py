@@ -138,12 +138,31 @@ def _wait(predicate, timeout: float, what: str, procs=()) -> None:
     raise AssertionError(f"{what}: not within {timeout:.0f} s")
 
 
+def _prefect_server(env: dict, port: int, procs: list) -> subprocess.Popen:
+    """A real `prefect server start` on loopback (its own session), once it answers."""
+    import urllib.request
+
+    server = subprocess.Popen([str(Path(sys.executable).parent / "prefect"), "server", "start",
+                               "--host", "127.0.0.1", "--port", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    procs.append(server)
+
+    def healthy() -> bool:
+        try:
+            return urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health",
+                                          timeout=2).status == 200
+        except OSError:
+            return False
+    _wait(healthy, 180, "the Prefect server", procs)
+    return server
+
+
 def test_the_event_triggers_the_served_add_device_deployment(first_model, tmp_path):
     """A real Prefect server on loopback; `tcl serve` serves the deployments; `tcl device add`
     emits tcl.device.added and the served deployment runs the add-device flow."""
     import os
     import signal
-    import urllib.request
 
     from tcl.registry import ModelRegistry
 
@@ -156,19 +175,7 @@ def test_the_event_triggers_the_served_add_device_deployment(first_model, tmp_pa
     bin_dir = Path(sys.executable).parent
     procs = []
     try:
-        server = subprocess.Popen([str(bin_dir / "prefect"), "server", "start", "--host",
-                                   "127.0.0.1", "--port", str(port)], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  start_new_session=True)
-        procs.append(server)
-
-        def healthy() -> bool:
-            try:
-                return urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health",
-                                              timeout=2).status == 200
-            except OSError:
-                return False
-        _wait(healthy, 180, "the Prefect server", procs)
+        _prefect_server(env, port, procs)
         serve = subprocess.Popen([sys.executable, "-m", "tcl.cli", "serve"], cwd=root, env=env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                  start_new_session=True)
@@ -240,7 +247,6 @@ def test_a_prefect_server_that_goes_away_mid_run_loses_nothing(first_model, tmp_
     device gets its model."""
     import os
     import signal
-    import urllib.request
 
     from tcl.registry import ModelRegistry
     from tcl.store.catalog import query
@@ -252,18 +258,7 @@ def test_a_prefect_server_that_goes_away_mid_run_loses_nothing(first_model, tmp_
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false",
                PREFECT_API_URL=f"http://127.0.0.1:{port}/api", TVM_LOG_LEVEL="WARNING")
-    bin_dir = Path(sys.executable).parent
-    server = subprocess.Popen([str(bin_dir / "prefect"), "server", "start", "--host",
-                               "127.0.0.1", "--port", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
-
-    def healthy() -> bool:
-        try:
-            return urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health",
-                                          timeout=2).status == 200
-        except OSError:
-            return False
+    procs: list = []
 
     def stored() -> int:
         return int(query(params.paths, "select count(*) n from records "
@@ -272,7 +267,7 @@ def test_a_prefect_server_that_goes_away_mid_run_loses_nothing(first_model, tmp_
             "add_device(device='flaky', params_file=sys.argv[1])")
     run = None
     try:
-        _wait(healthy, 180, "the Prefect server", [server])
+        server = _prefect_server(env, port, procs)
         run = subprocess.Popen([sys.executable, "-c", code, str(params.source)], cwd=root,
                                env=env, text=True, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, start_new_session=True)
@@ -281,7 +276,7 @@ def test_a_prefect_server_that_goes_away_mid_run_loses_nothing(first_model, tmp_
         server.wait(timeout=30)
         first_out = run.communicate(timeout=900)[0]
     finally:
-        for p in (server, run):
+        for p in procs + [run]:
             if p is not None and p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait(timeout=30)
