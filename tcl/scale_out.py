@@ -36,7 +36,7 @@ def task_runner(params: Params):
 
     if s.dask_address:
         return DaskTaskRunner(address=s.dask_address)
-    return DaskTaskRunner(cluster_kwargs=_local_cluster_kwargs(s))
+    return DaskTaskRunner(cluster_kwargs={**_local_cluster_kwargs(s), "env": _worker_prefect_env()})
 
 
 def chunks(items: list, params: Params) -> list[list]:
@@ -82,6 +82,18 @@ def _local_cluster_kwargs(s: ScaleOutParams) -> dict:
     # crashing build takes down its worker only. No dashboard: nothing listens beyond loopback.
     return {"n_workers": s.dask_workers, "threads_per_worker": 1, "processes": True,
             "dashboard_address": None, "host": "127.0.0.1"}
+
+
+def _worker_prefect_env() -> dict[str, str]:
+    """The Prefect API the LocalCluster's workers report task runs to: this process's own.
+    Without a PREFECT_API_URL each worker would start a temporary server of its own on the same
+    database (slow, and on a loaded machine it times out); with one, they inherit it."""
+    from prefect import get_client
+    from prefect.settings import PREFECT_API_URL
+
+    if PREFECT_API_URL.value():
+        return {}
+    return {"PREFECT_API_URL": str(get_client(sync_client=True).api_url).rstrip("/")}
 
 
 def _connect(address: str, timeout_s: float = 10.0):
