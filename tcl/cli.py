@@ -67,8 +67,9 @@ def _zoo_tasks(paths: Paths, networks: list[str] | None, split: str = "all",
 
     from .zoo.extract import build_zoo, select_tasks
     from .zoo.networks import zoo_instances
+    from .zoo.user import user_networks
 
-    instances = zoo_instances(networks, small=small)
+    instances = zoo_instances(networks, small=small, user=user_networks(paths))
     build_zoo(paths, instances=instances)
     tasks = select_tasks(paths, [i.key for i in instances], max_tasks, max_tasks)
     if split != "all":
@@ -168,9 +169,43 @@ def cmd_serve(args) -> int:
 
 
 def cmd_zoo(args) -> int:
+    if args.zoo_command == "add":
+        from .zoo.user import UserNetworks
+
+        inst, new = UserNetworks(_paths(args)).add(args.name, args.model, args.input, args.holdout)
+        if not new:
+            print(f"{inst.key} is already in the zoo: nothing to add")
+            return 0
+        print(f"added {inst.key} ({inst.input_shape}{', held out' if inst.holdout else ''}); "
+              f"name it in params.yaml's zoo.networks as {inst.network!r}")
+        return 0
+    if args.zoo_command == "list":
+        _print_frame(_zoo_listing(_paths(args)))
+        return 0
     tasks = _zoo_tasks(_paths(args), args.networks, small=args.small)
     print(f"{len(tasks)} tasks in the selected networks")
     return 0
+
+
+def _zoo_listing(paths: Paths):
+    """One row per network variant: built-in, long-tail family or the user's, and its tasks
+    when extracted."""
+    import polars as pl
+
+    from .zoo.extract import load_networks
+    from .zoo.networks import NETWORKS, zoo_instances
+    from .zoo.user import user_networks
+
+    users = user_networks(paths)
+    tasks = dict(load_networks(paths).group_by("network_key").len().iter_rows())
+    rows = []
+    for inst in zoo_instances(list(NETWORKS) + list(users), user=users):
+        origin = "user" if inst.source is not None else \
+            "long tail" if NETWORKS[inst.network].long_tail else "built in"
+        rows.append({"network": inst.network, "family": inst.family, "origin": origin,
+                     "key": inst.key, "inputs": inst.input_shape, "holdout": inst.holdout,
+                     "tasks": tasks.get(inst.key)})
+    return pl.DataFrame(rows, schema_overrides={"tasks": pl.Int64})
 
 
 def cmd_collect(args) -> int:
@@ -303,6 +338,33 @@ def cmd_predict(args) -> int:
     return 0
 
 
+def cmd_score(args) -> int:
+    from .device import DeviceRegistry
+    from .score import score_records
+
+    paths = _paths(args)
+    DeviceRegistry(paths).get(args.device)
+    got = score_records(paths, args.device, args.model, task_ids=args.tasks, source=args.source,
+                        networks=args.networks, weights_file=args.weights,
+                        any_device=args.any_device)
+    print(f"{args.device}: {got['model']} on {len(got['tasks'])} tasks "
+          f"({int(got['tasks']['n_programs'].sum())} programs)")
+    parts = [("tasks", "per task"), ("classes", "per operator class"), ("networks", "per network")]
+    for name, title in parts:
+        if got[name] is not None:
+            print(f"\n{title}:")
+            _print_frame(got[name])
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, _ in parts:
+            if got[name] is not None:
+                got[name].write_csv(out / f"{name}.csv", float_precision=4)
+        print(f"\nwritten to {out}/ (tasks.csv, classes.csv"
+              + (", networks.csv" if got["networks"] is not None else "") + ")")
+    return 0
+
+
 def cmd_export(args) -> int:
     from .device import DeviceRegistry
     from .store.msjson import export_database
@@ -392,9 +454,21 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--networks", nargs="+", help="network names (default: the whole zoo)")
         sp.add_argument("--small", action="store_true", help="reduced input shapes (tests)")
 
-    z = sub.add_parser("zoo", help="extract tuning tasks of the networks")
+    z = sub.add_parser("zoo", help="extract tuning tasks of the networks; add your own (zoo add)")
     selection(z)
-    z.set_defaults(func=cmd_zoo)
+    z.set_defaults(func=cmd_zoo, zoo_command=None)
+    zsub = z.add_subparsers(dest="zoo_command", metavar="{add,list}")
+    za = zsub.add_parser("add", help="add your own PyTorch network to the zoo")
+    za.add_argument("name", help="its name in params.yaml (lower case, digits, '_')")
+    za.add_argument("--model", required=True, metavar="MODULE:FACTORY",
+                    help="an importable module or a .py file, and a callable in it that "
+                         "returns the nn.Module")
+    za.add_argument("--input", required=True, action="append", metavar="SHAPE[:DTYPE]",
+                    help="one input tensor of forward(), e.g. 1x3x224x224 or 1x128:int64; "
+                         "repeat for each input")
+    za.add_argument("--holdout", action="store_true",
+                    help="evaluate on its tasks, never train on them")
+    zsub.add_parser("list", help="the networks: built in, long-tail families and your own")
 
     c = sub.add_parser("collect", help="sample and measure programs on a device")
     c.add_argument("--device", required=True)
@@ -451,6 +525,22 @@ def build_parser() -> argparse.ArgumentParser:
                                     "registry's latest, else the first trained kind)")
     pr.add_argument("--out", help="write the CSV here (default: standard output)")
     pr.set_defaults(func=cmd_predict)
+
+    sc = sub.add_parser("score", help="score a model on a device's own measured records (imported "
+                                      "logs, your networks): per task, class and network")
+    sc.add_argument("--device", required=True)
+    sc.add_argument("--model", help="a model kind trained for the device, 'continual', or a "
+                                    "model file (default: as for predict)")
+    sc.add_argument("--tasks", nargs="+", help="only these task ids")
+    sc.add_argument("--source", help="only records of this source: collect, import, tune")
+    sc.add_argument("--networks", nargs="+", help="per-network scores with the zoo's weights "
+                                                  "(network names or instance keys)")
+    sc.add_argument("--weights", help="per-network scores with weights from a CSV file: "
+                                      "network, task_id, weight")
+    sc.add_argument("--any-device", action="store_true",
+                    help="accept a model file trained on another device")
+    sc.add_argument("--out", help="also write tasks.csv, classes.csv, networks.csv here")
+    sc.set_defaults(func=cmd_score)
 
     e = sub.add_parser("export", help="export records as a MetaSchedule JSONDatabase")
     e.add_argument("dir")

@@ -25,6 +25,11 @@ class Paths:
         return self.root / "devices.json"
 
     @property
+    def user_networks_file(self) -> Path:
+        """The user's own networks (``tcl zoo add``)."""
+        return self.root / "user_networks.json"
+
+    @property
     def zoo_dir(self) -> Path:
         return self.root / "zoo"
 

@@ -143,6 +143,15 @@ def task_metrics(scores, latency, task_ids, ks: Sequence[int] = (1, 5)) -> pl.Da
     return pl.DataFrame(cols).filter(pl.col("best").is_finite())
 
 
+def task_scores(per_task: pl.DataFrame, ks: Sequence[int] = (1, 5)) -> pl.DataFrame:
+    """``task_metrics`` plus each task's own top-k score (best / best-of-top-k: a network of
+    that one task) and pairwise accuracy (null when it has no ordered pair)."""
+    return per_task.with_columns(
+        *[(pl.col("best") / pl.col(f"pick{k}")).alias(f"top{k}") for k in ks],
+        pl.when(pl.col("pairs") > 0).then(pl.col("correct") / pl.col("pairs")).otherwise(None)
+        .alias("pairwise"))
+
+
 def _topk_columns(ks: Sequence[int], weight: str | None) -> list[pl.Expr]:
     w = pl.col(weight) if weight else pl.lit(1.0)
     return [pl.when(pl.col("best").is_not_null().any())

@@ -218,6 +218,7 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     from .models import MODEL_KINDS
     from .sampling import MAX_PROGRAMS_PER_TASK
     from .zoo.networks import NETWORKS
+    from .zoo.user import user_networks
 
     r = _Reader(source.name if source.name == DEFAULT_FILE else str(source))
     top = r.section(raw, "", TOP_KEYS)
@@ -235,7 +236,11 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     devices = r.names(top["devices"], "devices", known_devices, "device")
 
     z = r.section(top["zoo"], "zoo", ("networks", "small"))
-    zoo = ZooParams(r.names(z["networks"], "zoo.networks", set(NETWORKS), "network"),
+    try:
+        users = user_networks(data_paths(source, data))
+    except TclError as e:
+        raise r.fail("zoo.networks", str(e)) from None
+    zoo = ZooParams(r.names(z["networks"], "zoo.networks", set(NETWORKS) | set(users), "network"),
                     r.boolean(z["small"], "zoo.small"))
 
     s = r.section(top["sample"], "sample",

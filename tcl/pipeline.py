@@ -29,8 +29,10 @@ def _say(msg: str) -> None:
 def instances(params: Params):
     """The zoo's network instances that the params select."""
     from .zoo.networks import zoo_instances
+    from .zoo.user import user_networks
 
-    return zoo_instances(list(params.zoo.networks), small=params.zoo.small)
+    return zoo_instances(list(params.zoo.networks), small=params.zoo.small,
+                         user=user_networks(params.paths))
 
 
 def run_zoo(params: Params) -> int:

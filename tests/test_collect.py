@@ -261,3 +261,77 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(paths, tmp_pat
     raw = pl.concat([pl.read_parquet(f) for f in RecordStore(paths).files()])
     assert len(raw) == 12  # finished work was skipped, not measured twice
     assert not list(paths.records_dir.rglob(".tmp-*"))
+
+
+def _imported_root(collected, tmp_path):
+    """A data root holding only a JSONDatabase imported from the collected one: no zoo."""
+    from tcl.config import Paths
+    from tcl.store.msjson import export_database, import_database
+
+    src, task, _, _ = collected
+    db = tmp_path / "db"
+    export_database(src, DEVICE, db)
+    paths = Paths(tmp_path / "imported")
+    stats = import_database(paths, db, DEVICE)
+    assert stats.tasks == 1 and not paths.tasks_file.exists()     # the workload is remembered
+    return paths, task
+
+
+def test_score_ranks_imported_records_per_task_class_and_network_without_a_zoo(collected, tmp_path):
+    """`tcl score` on a data root of imported logs only: per task, per operator class and per
+    network (weights from a file), every figure as tcl.metrics computes it; a model trained on
+    another device is refused unless asked for."""
+    from tcl import metrics
+    from tcl.cli import main
+    from tcl.dataset import load_program_set
+    from tcl.models import make_model
+    from tcl.score import score_records
+    from tcl.store.catalog import query
+
+    paths, task = _imported_root(collected, tmp_path)
+    assert query(paths, "select count(network_key) n from networks")["n"][0] == 0   # binds
+    featurize(paths, progress=False)
+    ps = load_program_set(paths, DEVICE.name)
+    model = make_model("xgb", num_boost_round=5, nthread=1).fit(ps)
+    model.save(tmp_path / "m.model")
+    (tmp_path / "m.json").write_text(json.dumps({"device": DEVICE.name, "kind": "xgb"}))
+    weights = tmp_path / "weights.csv"
+    weights.write_text(f"network,task_id,weight\nmine,{task['task_id']},3\n")
+    got = score_records(paths, DEVICE.name, str(tmp_path / "m.model"), weights_file=weights)
+    (row,) = got["tasks"].iter_rows(named=True)
+    per_task = metrics.task_metrics(model.predict(ps), ps.latency, ps.task_ids.astype(str))
+    assert row["top1"] == pytest.approx(per_task["best"][0] / per_task["pick1"][0])
+    assert row["pairwise"] == pytest.approx(per_task["correct"][0] / per_task["pairs"][0])
+    assert row["op_class"] == "reduction" and row["task_name"].startswith("imported_")
+    (net,) = got["networks"].iter_rows(named=True)
+    assert net["network_key"] == "mine" and net["top1"] == pytest.approx(row["top1"])
+    assert got["classes"]["op_class"].to_list() == ["reduction"]
+    out = tmp_path / "scored"
+    assert main(["--data", str(paths.root), "score", "--device", DEVICE.name, "--model",
+                 str(tmp_path / "m.model"), "--source", "import", "--out", str(out)]) == 0
+    assert pl.read_csv(out / "tasks.csv")["n_programs"].to_list() == [row["n_programs"]]
+    # a model trained on another device, given to score: refused, naming both devices
+    (tmp_path / "m.json").write_text(json.dumps({"device": "cpu-sse42", "kind": "xgb"}))
+    with pytest.raises(TclError, match="trained on device 'cpu-sse42'.*not 'cpu-avx2'"):
+        score_records(paths, DEVICE.name, str(tmp_path / "m.model"))
+    assert score_records(paths, DEVICE.name, str(tmp_path / "m.model"), any_device=True)
+    with pytest.raises(TclError, match="no records from source 'tune'"):
+        score_records(paths, DEVICE.name, str(tmp_path / "m.model"), source="tune",
+                      any_device=True)
+
+
+def test_empty_and_missing_databases_are_named(tmp_path, paths):
+    from tcl.store.msjson import RECORD_FILE, WORKLOAD_FILE, import_database
+    from tcl.score import score_records
+
+    with pytest.raises(TclError, match="no measured records"):
+        score_records(paths, DEVICE.name, "xgb")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / RECORD_FILE).write_text("")
+    (empty / WORKLOAD_FILE).write_text("")
+    with pytest.raises(TclError, match="empty"):
+        import_database(paths, empty, DEVICE)
+    with pytest.raises(TclError, match="no .*database|does not exist|not a"):
+        import_database(paths, tmp_path / "nothing", DEVICE)
+    assert RecordStore(paths).read().is_empty()

@@ -28,7 +28,8 @@ from ..device import DeviceRegistry
 from .records import RECORD_SCHEMA, RecordStore, warn_once
 
 _DUCK_TYPES = {pl.Utf8: "VARCHAR", pl.Float64: "DOUBLE", pl.List(pl.Float64): "DOUBLE[]",
-               pl.Datetime("us", "UTC"): "TIMESTAMPTZ", pl.Int32: "INTEGER"}
+               pl.Datetime("us", "UTC"): "TIMESTAMPTZ", pl.Int32: "INTEGER", pl.Int64: "BIGINT",
+               pl.Boolean: "BOOLEAN"}
 READ_ONLY = ("queries are read-only: give one SELECT statement (SELECT, WITH, PIVOT, "
              "DESCRIBE, SHOW, SUMMARIZE); {what} is refused")
 
@@ -144,11 +145,14 @@ class Catalog:
                 f"CREATE OR REPLACE VIEW selections AS {_empty_select(SELECTION_SCHEMA)}")
         from .msjson import imported_tasks_file
 
-        for name, files in (("tasks", [p.tasks_file, imported_tasks_file(p)]),
-                            ("networks", [p.networks_file])):
+        from ..zoo.extract import NETWORK_SCHEMA, TASK_SCHEMA
+
+        # Without a zoo (a data root of imported logs only) the views are empty, not missing
+        # columns, so queries that join on network_key still bind.
+        for name, files, schema in (("tasks", [p.tasks_file, imported_tasks_file(p)], TASK_SCHEMA),
+                                    ("networks", [p.networks_file], NETWORK_SCHEMA)):
             if not self._parquet_view(name, [f for f in files if f.exists()]):
-                self.con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT NULL::VARCHAR AS "
-                                 "task_id WHERE false")
+                self.con.execute(f"CREATE OR REPLACE VIEW {name} AS {_empty_select(schema)}")
         devices = [{"device": d.name, "target": json.dumps(d.target, sort_keys=True),
                     "remote": d.is_remote, "host_cpu": d.host_cpu, "description": d.description}
                    for d in DeviceRegistry(p).all().values()]

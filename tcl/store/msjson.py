@@ -138,6 +138,11 @@ def import_database(paths: Paths, work_dir: str | Path, device: Device,
         p = programs.setdefault((tid, trace), {"secs": [], "target": target})
         if secs and max(secs) < FAILED_RUN_SECS:
             p["secs"] += secs
+    if stats.lines == 0:
+        raise TclError(f"{rec_path} is empty: the database holds no tuning record to import")
+    if not programs:
+        raise TclError(f"none of the {stats.lines} lines of {rec_path} could be read (first: "
+                       f"{stats.problems[0] if stats.problems else '?'}); nothing imported")
     stats.programs = len(programs)
     stats.target_mismatches = len(mismatched)
     if mismatched and strict:

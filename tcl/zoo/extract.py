@@ -43,11 +43,10 @@ def relax_module(inst: NetworkInstance):
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
-    spec = inst.spec
-    model = spec.model(inst.size)
+    model = inst.module()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation noise
-        exported = torch.export.export(model, spec.example(inst.batch, inst.size))
+        exported = torch.export.export(model, inst.example())
         mod = from_exported_program(exported)
     # Without legalization and fusion MetaSchedule finds no TIR functions to tune.
     return relax.get_pipeline("zero")(mod)
@@ -64,8 +63,7 @@ def extract_tasks(instance: NetworkInstance) -> list[dict]:
     try:
         mod = relax_module(instance)
     except Exception as e:  # conversion errors come from torch or TVM with long traces
-        raise TclError(f"network {instance.key} did not convert to Relax: "
-                       f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+        raise TclError(f"network {instance.key} did not convert to Relax: {_conversion_error(e)}") from e
     extracted = ms.relax_integration.extract_tasks(mod, tvm.target.Target(TARGET))
     rows: dict[str, dict] = {}
     for t in extracted:
@@ -76,6 +74,17 @@ def extract_tasks(instance: NetworkInstance) -> list[dict]:
             continue
         rows[tid] = {**task_row(task, t.task_name), "weight": int(t.weight)}
     return list(rows.values())
+
+
+def _conversion_error(e: Exception) -> str:
+    """The first line of a torch.export / Relax frontend error, naming unsupported operators."""
+    text = str(e).strip()
+    found = re.search(r"Unsupported function types? \[(.*?)\]", text)
+    if found:
+        ops = found.group(1).replace("'", "")
+        return (f"the Relax frontend has no converter for operator(s) {ops} (rewrite them with "
+                "supported operators, or leave that part out of the model)")
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 def task_row(task, task_name: str | None = None) -> dict:

@@ -6,7 +6,7 @@ compactly but layer for layer: latency (and so the tuning tasks) depends on shap
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 from torch import nn
@@ -14,16 +14,16 @@ from torch.nn import functional as F
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from ..config import TclError
+from .families import (DLRM_DENSE, DLRM_ROWS, Conformer, Dlrm, Llama, Mixer, Swin, UNet,
+                       convnext_tiny, efficientnet_b0)
+from .layers import conv_bn, self_attention
+
+if TYPE_CHECKING:  # tcl.zoo.user imports this module
+    from .user import UserNetwork
 
 
 # ---------------------------------------------------------------------------------------------
 # CNN building blocks
-
-
-def conv_bn(cin: int, cout: int, k: int, stride: int = 1, groups: int = 1,
-            act: type[nn.Module] | None = nn.ReLU) -> nn.Sequential:
-    layers = [nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)]
-    return nn.Sequential(*layers, act()) if act else nn.Sequential(*layers)
 
 
 class ResBlock(nn.Module):
@@ -192,13 +192,7 @@ class Block(nn.Module):
             self.mask = None
 
     def attention(self, x: torch.Tensor) -> torch.Tensor:
-        b, n, d = x.shape
-        q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        scores = q @ k.transpose(-2, -1) * (d // self.heads) ** -0.5
-        if self.mask is not None:
-            scores = scores + self.mask
-        out = torch.softmax(scores, -1) @ v
-        return self.proj(out.transpose(1, 2).reshape(b, n, d))
+        return self_attention(x, self.qkv, self.proj, self.heads, self.mask)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         mlp = lambda h: self.fc2(F.gelu(self.fc1(h)))  # noqa: E731
@@ -277,16 +271,24 @@ def fold_batchnorm(module: nn.Module) -> nn.Module:
 class NetworkSpec:
     """How to build one network: ``build(size)`` and its variants as (batch, size) pairs.
 
-    ``size`` is the image side for vision networks and the sequence length for text ones.
-    ``small`` variants keep the architecture but shrink the input, for tests.
+    ``size`` is the image side for vision networks, the sequence length for text and audio ones
+    (tokens, or 80-bin filterbank frames) and the number of sparse features for tabular ones.
+    ``small`` variants keep the architecture but shrink the input, for tests. ``family`` groups
+    networks of one architecture (the long-tail benchmark leaves one family out at a time).
     """
 
     name: str
-    kind: str  # image | text
+    kind: str  # image | text | audio | tabular
     build: Callable[[int], nn.Module]
     variants: tuple[tuple[int, int], ...]
     small: tuple[tuple[int, int], ...]
     holdout: bool = False  # TenSet's evaluation networks: held out at batch 1
+    family: str = ""       # "" : the name
+    long_tail: bool = False  # one of the families the first eleven lack (tcl.zoo.families)
+
+    @property
+    def family_name(self) -> str:
+        return self.family or self.name
 
     def model(self, size: int) -> nn.Module:
         """The inference-mode network (BatchNorm folded) for inputs of ``size``."""
@@ -295,13 +297,15 @@ class NetworkSpec:
     def example(self, batch: int, size: int) -> tuple[torch.Tensor, ...]:
         if self.kind == "image":
             return (torch.randn(batch, 3, size, size),)
+        if self.kind == "audio":
+            return (torch.randn(batch, size, 80),)
+        if self.kind == "tabular":
+            return (torch.randn(batch, DLRM_DENSE), torch.randint(0, DLRM_ROWS, (batch, size)))
         return (torch.randint(0, 2, (batch, size)),)
 
     def input_shape(self, batch: int, size: int) -> str:
-        return "x".join(map(str, self.example_shape(batch, size)))
-
-    def example_shape(self, batch: int, size: int) -> tuple[int, ...]:
-        return (batch, 3, size, size) if self.kind == "image" else (batch, size)
+        """The input tensors' shapes, e.g. ``1x3x224x224`` (several: comma-separated)."""
+        return ",".join("x".join(map(str, t.shape)) for t in self.example(batch, size))
 
 
 _IMG = ((1, 224), (4, 224))
@@ -310,20 +314,44 @@ _TXT = ((1, 128), (4, 128))
 _TXT_SMALL = ((1, 16), (2, 16))
 
 NETWORKS: dict[str, NetworkSpec] = {s.name: s for s in [
-    NetworkSpec("resnet18", "image", lambda _: resnet([2, 2, 2, 2], False), _IMG, _IMG_SMALL, True),
-    NetworkSpec("resnet50", "image", lambda _: resnet([3, 4, 6, 3], True), _IMG, _IMG_SMALL, True),
+    NetworkSpec("resnet18", "image", lambda _: resnet([2, 2, 2, 2], False), _IMG, _IMG_SMALL, True,
+                "resnet"),
+    NetworkSpec("resnet50", "image", lambda _: resnet([3, 4, 6, 3], True), _IMG, _IMG_SMALL, True,
+                "resnet"),
     NetworkSpec("resnext50", "image", lambda _: resnet([3, 4, 6, 3], True, groups=32, width=4),
-                _IMG, _IMG_SMALL, True),
-    NetworkSpec("mobilenet_v2", "image", lambda _: mobilenet_v2(), _IMG, _IMG_SMALL, True),
-    NetworkSpec("bert_tiny", "text", lambda s: Bert(2, 128, 2, s), _TXT + ((1, 64),), _TXT_SMALL, True),
-    NetworkSpec("bert_base", "text", lambda s: Bert(12, 768, 12, s), _TXT + ((1, 64),), _TXT_SMALL, True),
-    NetworkSpec("mobilenet_v3", "image", lambda _: mobilenet_v3_large(), _IMG + ((1, 160),), _IMG_SMALL),
+                _IMG, _IMG_SMALL, True, "resnet"),
+    NetworkSpec("mobilenet_v2", "image", lambda _: mobilenet_v2(), _IMG, _IMG_SMALL, True,
+                "mobilenet"),
+    NetworkSpec("bert_tiny", "text", lambda s: Bert(2, 128, 2, s), _TXT + ((1, 64),), _TXT_SMALL,
+                True, "bert"),
+    NetworkSpec("bert_base", "text", lambda s: Bert(12, 768, 12, s), _TXT + ((1, 64),), _TXT_SMALL,
+                True, "bert"),
+    NetworkSpec("mobilenet_v3", "image", lambda _: mobilenet_v3_large(), _IMG + ((1, 160),),
+                _IMG_SMALL, family="mobilenet"),
     NetworkSpec("densenet121", "image", lambda _: densenet121(), _IMG, _IMG_SMALL),
     NetworkSpec("vgg16", "image", vgg16, _IMG + ((1, 160),), _IMG_SMALL),
     NetworkSpec("vit_b16", "image", lambda s: Vit(s, 16, 12, 768, 12), _IMG + ((1, 160),), _IMG_SMALL),
     # Sequence 256, not BERT's 128: at 128 GPT-2's blocks are BERT-base's tasks again.
     NetworkSpec("gpt2", "text", lambda s: Gpt2(12, 768, 12, s), ((1, 256), (2, 256)), _TXT_SMALL),
+    # The long tail (tcl.zoo.families): not in params.yaml's default zoo, so the reference
+    # dataset's task selection is unchanged; benchmarks/long_tail.py measures them.
+    NetworkSpec("efficientnet_b0", "image", lambda _: efficientnet_b0(), ((1, 224), (1, 192)),
+                _IMG_SMALL, long_tail=True),
+    NetworkSpec("swin_t", "image", lambda s: Swin(window=7 if s % 224 == 0 else 2),
+                ((1, 224), (2, 224)), ((1, 64),), long_tail=True),
+    NetworkSpec("llama", "text", lambda s: Llama(s), ((1, 128), (1, 256)), _TXT_SMALL,
+                long_tail=True),
+    NetworkSpec("unet", "image", lambda _: UNet(), ((1, 128), (1, 256)), _IMG_SMALL, long_tail=True),
+    NetworkSpec("conformer", "audio", lambda _: Conformer(), ((1, 128), (1, 256)), _TXT_SMALL,
+                long_tail=True),
+    NetworkSpec("mlp_mixer", "image", lambda s: Mixer(s), ((1, 224), (1, 160)), _IMG_SMALL,
+                long_tail=True),
+    NetworkSpec("dlrm", "tabular", lambda s: Dlrm(s), ((64, 26), (256, 26)), ((4, 4),),
+                long_tail=True),
+    NetworkSpec("convnext_t", "image", lambda _: convnext_tiny(), ((1, 224), (1, 160)), _IMG_SMALL,
+                long_tail=True),
 ]}
+LONG_TAIL = tuple(n for n, s in NETWORKS.items() if s.long_tail)
 
 
 @dataclass(frozen=True)
@@ -333,13 +361,26 @@ class NetworkInstance:
     network: str
     batch: int
     size: int
-    input_shape: str  # full input tensor shape, e.g. "1x3x224x224"
+    input_shape: str  # full input tensor shapes, e.g. "1x3x224x224"
     key: str  # e.g. "resnet18-b1-224"
     holdout: bool
+    source: "UserNetwork | None" = None  # a user's network (tcl zoo add); None: built in
 
     @property
-    def spec(self) -> NetworkSpec:
-        return NETWORKS[self.network]
+    def family(self) -> str:
+        return self.network if self.source is not None else NETWORKS[self.network].family_name
+
+    def module(self) -> nn.Module:
+        """The network in inference mode."""
+        if self.source is not None:
+            return self.source.model()
+        return NETWORKS[self.network].model(self.size)
+
+    def example(self) -> tuple[torch.Tensor, ...]:
+        """Example inputs of this instance's shapes."""
+        if self.source is not None:
+            return self.source.example(self.input_shape)
+        return NETWORKS[self.network].example(self.batch, self.size)
 
 
 def instance(network: str, batch: int, size: int) -> NetworkInstance:
@@ -348,16 +389,29 @@ def instance(network: str, batch: int, size: int) -> NetworkInstance:
                            f"{network}-b{batch}-{size}", spec.holdout and batch == 1)
 
 
-def check_networks(names: list[str]) -> list[str]:
-    unknown = [n for n in names if n not in NETWORKS]
+def check_networks(names: list[str], user: dict | None = None) -> list[str]:
+    """``names``, each a built-in network or one of ``user`` (name -> UserNetwork)."""
+    known = {**NETWORKS, **(user or {})}
+    unknown = [n for n in names if n not in known]
     if unknown:
         raise TclError(f"unknown network(s) {', '.join(map(repr, unknown))}; "
-                       f"expected one of: {', '.join(NETWORKS)}")
+                       f"expected one of: {', '.join(known)} (add your own with `tcl zoo add`)")
     return names
 
 
-def zoo_instances(networks: list[str] | None = None, small: bool = False) -> list[NetworkInstance]:
-    """Every (network, variant) of the zoo, or of ``networks``; ``small`` shrinks the inputs."""
-    names = check_networks(list(networks)) if networks is not None else list(NETWORKS)
-    return [instance(n, b, s) for n in names
-            for b, s in (NETWORKS[n].small if small else NETWORKS[n].variants)]
+def zoo_instances(networks: list[str] | None = None, small: bool = False,
+                  user: dict | None = None) -> list[NetworkInstance]:
+    """Every (network, variant) of the zoo, or of ``networks``; ``small`` shrinks the inputs of
+    built-in networks. ``user`` (name -> UserNetwork, ``tcl.zoo.user``) adds the user's
+    networks, each at the inputs it was added with. The default is the built-in zoo without
+    the long-tail families, plus every user network."""
+    user = user or {}
+    if networks is None:
+        networks = [n for n, s in NETWORKS.items() if not s.long_tail] + list(user)
+    out = []
+    for n in check_networks(list(networks), user):
+        if n in user:
+            out += user[n].instances()
+        else:
+            out += [instance(n, b, s) for b, s in (NETWORKS[n].small if small else NETWORKS[n].variants)]
+    return out

@@ -1,0 +1,280 @@
+"""The long tail, leave one family out: how the cost models rank architectures they never saw.
+
+Protocol (issue 15, point 3). For each long-tail family (``tcl.zoo.families``: EfficientNet,
+Swin, a LLaMA decoder, U-Net, Conformer, MLP-Mixer, DLRM, ConvNeXt), on one device:
+- evaluation: the device's measured programs of every task the family's networks run;
+- training: every other measured task of the device (the reference dataset's training tasks and
+  the other families), never one of the family's tasks (even when a reference network shares
+  it) and never a task of a TenSet held-out network; 10% of those tasks are kept aside for
+  early stopping (``split_tasks``, as the train stage);
+- models: ``--models`` with params.yaml's ``train.hyper`` recipe (the pipeline's, untuned
+  here), one fit per (device, family, model, seed); ``random`` scores uniformly at random, the
+  floor every model must beat.
+Figures (all from ``tcl.metrics``): top-1 / top-5 (TenSet's score with the zoo's task weights,
+mean over the family's networks) and pairwise accuracy (pooled over its tasks), per family;
+the same per operator class, pooled over every family's tasks. Seeds give the standard error.
+
+Results: one JSON line per evaluated task per (device, family, model, seed) in ``--results``
+(best latency, best-of-top-k picks and pair counts: what the metrics need); a rerun skips the
+(device, family, model, seed) jobs already there, so an interrupted run resumes.
+
+    OMP_NUM_THREADS=1 python benchmarks/long_tail.py --data data --devices cpu-avx2,cpu-sse42
+    python benchmarks/long_tail.py --data data --summarize --plot docs/bench-long-tail.png
+
+Needs the families measured (``tcl collect --networks FAMILY``) and featurized (``tcl featurize``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from tcl import metrics
+from tcl.config import Paths, TclError
+from tcl.zoo.networks import LONG_TAIL
+
+KS = (1, 5)
+
+
+def _job_key(row: dict) -> tuple:
+    return row["device"], row["family"], row["model"], row["seed"]
+
+
+def done_jobs(results: Path) -> set[tuple]:
+    if not results.exists():
+        return set()
+    return {_job_key(json.loads(line)) for line in results.read_text().splitlines() if line}
+
+
+def family_tasks(paths: Paths) -> dict[str, set[str]]:
+    """family -> task ids its extracted networks run."""
+    from tcl.zoo.extract import load_networks
+
+    nets = load_networks(paths)
+    return {f: set(nets.filter(pl.col("network") == f)["task_id"].to_list()) for f in LONG_TAIL
+            if (nets["network"] == f).any()}
+
+
+def run_device(paths: Paths, device: str, models: list[str], seeds: list[int], hyper: dict,
+               valid_fraction: float, results: Path, families: list[str]) -> None:
+    from tcl.dataset import load_program_set, measured
+    from tcl.models import make_model
+    from tcl.train import holdout_task_ids, split_tasks
+
+    done = done_jobs(results)
+    jobs = [(f, m, s) for f in families for m in models for s in seeds
+            if (device, f, m, s) not in done]
+    if not jobs:
+        print(f"{device}: every job is in {results}", file=sys.stderr)
+        return
+    fam = family_tasks(paths)
+    have = set(measured(paths, device).filter(pl.col("latency").is_finite())["task_id"].to_list())
+    everything = load_program_set(paths, device, sorted(have))
+    tids = everything.task_ids.astype(str)
+    held = holdout_task_ids(paths)
+    every_family = set().union(*fam.values())
+    tasks = pl.read_parquet(paths.tasks_file).select("task_id", "op_class").unique("task_id")
+    for family, kind, seed in jobs:
+        test_ids = sorted(fam[family] & have)
+        if not test_ids:
+            print(f"{device} {family}: no measured task; skipped", file=sys.stderr)
+            continue
+        pool = sorted(have - fam[family] - held)
+        train_ids, valid_ids = split_tasks(pool, valid_fraction, seed)
+        pick = lambda ids: everything.subset(np.flatnonzero(np.isin(tids, ids)))  # noqa: E731
+        test = pick(test_ids)
+        start = time.perf_counter()
+        if kind == "random":
+            scores = np.random.default_rng(seed).random(len(test))
+            n_train = 0
+        else:
+            train, valid = pick(train_ids), pick(valid_ids) if valid_ids else None
+            model = make_model(kind, **{**hyper.get(kind, {}), "seed": seed})
+            model.fit(train, valid)
+            scores = np.asarray(model.predict(test), np.float64)
+            n_train = len(train)
+        secs = time.perf_counter() - start
+        per_task = metrics.task_metrics(scores, test.latency, test.task_ids.astype(str), KS)
+        per_task = per_task.join(tasks, on="task_id", how="left")
+        others = len((fam[family] & have) & (every_family - fam[family]))
+        with results.open("a") as out:
+            for row in per_task.iter_rows(named=True):
+                out.write(json.dumps({"device": device, "family": family, "model": kind,
+                                      "seed": seed, "n_train_programs": n_train,
+                                      "n_train_tasks": len(train_ids), "fit_secs": round(secs, 1),
+                                      "shared_with_other_families": others,
+                                      **{k: (v if not isinstance(v, float) or math.isfinite(v)
+                                             else None) for k, v in row.items()}}) + "\n")
+        top1 = metrics.task_scores(per_task, KS)["top1"].mean()
+        print(f"{device} {family:16s} {kind:11s} seed {seed}: {len(test_ids)} tasks, "
+              f"{len(test)} programs; mean task top-1 {top1:.3f}; {secs:.0f}s", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------------------------
+# Summary
+
+
+def _frame(results: Path) -> pl.DataFrame:
+    rows = [json.loads(line) for line in results.read_text().splitlines() if line]
+    if not rows:
+        raise TclError(f"{results} holds no results yet")
+    return pl.DataFrame(rows, infer_schema_length=None).with_columns(
+        pl.col("best", "pick1", "pick5").fill_null(float("inf")))
+
+
+def per_run(frame: pl.DataFrame, paths: Paths) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(family rows, operator-class rows): one per (device, model, seed, family / class)."""
+    from tcl.zoo.extract import load_networks
+
+    nets = load_networks(paths)
+    fam_rows, cls_rows = [], []
+    for (device, model, seed), g in frame.group_by(["device", "model", "seed"], maintain_order=True):
+        for (family,), t in g.group_by(["family"], maintain_order=True):
+            weights = nets.filter(pl.col("network") == family).select("network_key", "task_id",
+                                                                        "weight")
+            per_net = metrics.network_metrics(t, weights, KS)
+            pooled = t["correct"].sum() / t["pairs"].sum() if t["pairs"].sum() else None
+            fam_rows.append({"device": device, "model": model, "seed": seed, "family": family,
+                             "n_tasks": len(t), "n_programs": int(t["n_programs"].sum()),
+                             "top1": per_net["top1"].mean(), "top5": per_net["top5"].mean(),
+                             "pairwise": pooled})
+        classes = metrics.class_metrics(g.select("task_id", "n_programs", "best", "pick1", "pick5",
+                                                 "pairs", "correct"),
+                                        g.select("task_id", "op_class").unique("task_id"), KS)
+        for row in classes.iter_rows(named=True):
+            cls_rows.append({"device": device, "model": model, "seed": seed, **row})
+    return pl.DataFrame(fam_rows), pl.DataFrame(cls_rows)
+
+
+def mean_se(frame: pl.DataFrame, by: list[str], values: list[str]) -> pl.DataFrame:
+    """Mean and standard error over seeds of each value, per ``by`` group."""
+    return frame.group_by(by, maintain_order=True).agg(
+        pl.len().alias("seeds"),
+        *[pl.col(v).mean().alias(v) for v in values],
+        *[(pl.col(v).std() / pl.len().sqrt()).alias(f"{v}_se") for v in values])
+
+
+def _cell(mean, se) -> str:
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "-"
+    return f"{mean:.3f}" if se is None or math.isnan(se) else f"{mean:.3f}±{se:.3f}"  # 1 seed: no SE
+
+
+def markdown(frame: pl.DataFrame, key: str, value: str, models: list[str]) -> str:
+    """One table: rows ``key`` (family or op_class) x device, a column per model of ``value``."""
+    stats = mean_se(frame, ["device", key, "model"], [value])
+    head = f"| device | {key} | tasks | " + " | ".join(models) + " |"
+    lines = [head, "|" + "---|" * (3 + len(models))]
+    for (device, name), g in stats.group_by(["device", key], maintain_order=True):
+        cells = {r["model"]: _cell(r[value], r[f"{value}_se"]) for r in g.iter_rows(named=True)}
+        n = frame.filter((pl.col("device") == device) & (pl.col(key) == name))["n_tasks"].max()
+        lines.append(f"| {device} | {name} | {n} | " + " | ".join(cells.get(m, "-") for m in models)
+                     + " |")
+    return "\n".join(lines)
+
+
+def plot(fam: pl.DataFrame, models: list[str], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    devices = fam["device"].unique(maintain_order=True).to_list()
+    fig, axes = plt.subplots(len(devices), 2, figsize=(13, 3.6 * len(devices)), squeeze=False)
+    stats = mean_se(fam, ["device", "family", "model"], ["top1", "pairwise"])
+    for i, device in enumerate(devices):
+        d = stats.filter(pl.col("device") == device)
+        families = d["family"].unique(maintain_order=True).to_list()
+        x = np.arange(len(families))
+        for j, value in enumerate(["top1", "pairwise"]):
+            ax = axes[i][j]
+            width = 0.8 / len(models)
+            for k, m in enumerate(models):
+                g = d.filter(pl.col("model") == m)
+                lookup = {r["family"]: r for r in g.iter_rows(named=True)}
+                ys = [lookup.get(f, {}).get(value) or 0 for f in families]
+                es = [lookup.get(f, {}).get(f"{value}_se") or 0 for f in families]
+                ax.bar(x + (k - (len(models) - 1) / 2) * width, ys, width, yerr=es, label=m,
+                       capsize=2)
+            ax.set_xticks(x, families, rotation=30, ha="right", fontsize=8)
+            ax.set_ylim(0, 1)
+            ax.set_title(f"{device}: {value} (leave one family out)", fontsize=10)
+            if i == 0 and j == 0:
+                ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def summarize(results: Path, paths: Paths, plot_file: Path | None) -> None:
+    frame = _frame(results)
+    fam, cls = per_run(frame, paths)
+    order = ["random", "xgb", "tenset-mlp", "mamba", "tlp"]
+    models = [m for m in order if m in set(fam["model"])] + \
+        sorted(set(fam["model"]) - set(order))
+    print(f"Leave one family out ({results}); mean±SE over seeds. Top-1 (TenSet score, mean "
+          "over the family's networks):\n")
+    print(markdown(fam, "family", "top1", models))
+    print("\nPairwise accuracy (pooled over the family's tasks):\n")
+    print(markdown(fam, "family", "pairwise", models))
+    print("\nTop-1 per operator class (every family's tasks, pooled):\n")
+    print(markdown(cls, "op_class", "top1", models))
+    print("\nPairwise accuracy per operator class:\n")
+    print(markdown(cls, "op_class", "pairwise", models))
+    seeds = frame.group_by("device", "family", "model").agg(pl.col("seed").n_unique())
+    print(f"\nseeds per (device, family, model): {seeds['seed'].min()}-{seeds['seed'].max()}")
+    if plot_file is not None:
+        plot(fam, models, plot_file)
+        print(f"plot: {plot_file}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default="data")
+    ap.add_argument("--params", default="params.yaml", help="train.hyper and valid_fraction")
+    ap.add_argument("--devices", default="cpu-avx2,cpu-sse42")
+    ap.add_argument("--models", default="random,xgb,tenset-mlp,mamba,tlp")
+    ap.add_argument("--families", default=",".join(LONG_TAIL))
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--random-seeds", default="0,1,2,3,4,5,6,7,8,9",
+                    help="seeds of the random ranking (cheap: more of them)")
+    ap.add_argument("--results", default="docs/bench-long-tail.jsonl")
+    ap.add_argument("--summarize", action="store_true")
+    ap.add_argument("--plot", help="with --summarize: write the plot here")
+    args = ap.parse_args(argv)
+    paths, results = Paths(Path(args.data).resolve()), Path(args.results)
+    try:
+        if args.summarize:
+            summarize(results, paths, Path(args.plot) if args.plot else None)
+            return 0
+        from tcl.params import load_params
+
+        params = load_params(args.params, check_models=False)
+        results.parent.mkdir(parents=True, exist_ok=True)
+        families = args.families.split(",")
+        unknown = set(families) - set(LONG_TAIL)
+        if unknown:
+            raise TclError(f"unknown families {sorted(unknown)}; expected some of {LONG_TAIL}")
+        models = args.models.split(",")
+        seeds = [int(s) for s in args.seeds.split(",")]
+        random_seeds = [int(s) for s in args.random_seeds.split(",")]
+        for device in args.devices.split(","):
+            if "random" in models:
+                run_device(paths, device, ["random"], random_seeds, {}, params.train.valid_fraction,
+                           results, families)
+            for kind in [m for m in models if m != "random"]:   # cheap models first
+                run_device(paths, device, [kind], seeds, params.train.hyper,
+                           params.train.valid_fraction, results, families)
+    except TclError as e:
+        print(f"long_tail: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
