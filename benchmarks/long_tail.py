@@ -40,6 +40,7 @@ from tcl.config import Paths, TclError
 from tcl.zoo.networks import LONG_TAIL
 
 KS = (1, 5)
+CHEAP = ("random", "xgb", "tenset-mlp")   # fitted first, every seed; then the others seed by seed
 
 
 def _job_key(row: dict) -> tuple:
@@ -263,13 +264,19 @@ def main(argv: list[str] | None = None) -> int:
         models = args.models.split(",")
         seeds = [int(s) for s in args.seeds.split(",")]
         random_seeds = [int(s) for s in args.random_seeds.split(",")]
+        cheap = [m for m in models if m in CHEAP]
+        slow = [m for m in models if m not in CHEAP]
         for device in args.devices.split(","):
+            fit = lambda kinds, seeds_: run_device(  # noqa: E731
+                paths, device, kinds, seeds_, params.train.hyper, params.train.valid_fraction,
+                results, families)
             if "random" in models:
-                run_device(paths, device, ["random"], random_seeds, {}, params.train.valid_fraction,
-                           results, families)
-            for kind in [m for m in models if m != "random"]:   # cheap models first
-                run_device(paths, device, [kind], seeds, params.train.hyper,
-                           params.train.valid_fraction, results, families)
+                fit(["random"], random_seeds)
+            for kind in [m for m in cheap if m != "random"]:
+                fit([kind], seeds)
+            for seed in seeds:      # slow kinds seed by seed: an interrupted run has every kind
+                for kind in slow:
+                    fit([kind], [seed])
     except TclError as e:
         print(f"long_tail: error: {e}", file=sys.stderr)
         return 2

@@ -365,6 +365,23 @@ def cmd_score(args) -> int:
     return 0
 
 
+def cmd_tune(args) -> int:
+    from .tune import tune_network
+
+    r = tune_network(_paths(args), args.network, args.device, args.model, trials=args.trials,
+                     update=args.update, seed=args.seed, out=args.out,
+                     progress=sys.stderr.isatty())
+    per_task = ", ".join(f"{n}" for n in r.trials_per_task.values())
+    print(f"{r.network} on {r.device} with {r.model}: {r.trials} trials over {r.tasks} tasks "
+          f"(per task: {per_task}); tuning {r.tune_s:.0f}s, compile {r.compile_s:.0f}s")
+    print(f"compiled network: {r.latency_ms:.3f} ms (std {r.latency_std_ms:.3f}), end to end; "
+          f"PyTorch eager {r.torch_ms:.3f} ms on the same cores; outputs match PyTorch's within "
+          f"{r.max_abs_err:.2g}")
+    print(f"{r.records_added} tuning records added to the store (source tune); files in {r.out}/ "
+          "(network.so, database/, curve.csv, curve.png, summary.json)")
+    return 0
+
+
 def cmd_export(args) -> int:
     from .device import DeviceRegistry
     from .store.msjson import export_database
@@ -541,6 +558,21 @@ def build_parser() -> argparse.ArgumentParser:
                     help="accept a model file trained on another device")
     sc.add_argument("--out", help="also write tasks.csv, classes.csv, networks.csv here")
     sc.set_defaults(func=cmd_score)
+
+    from .tune import MODELS_HELP, UPDATE_MODES
+
+    tu = sub.add_parser("tune", help="tune a network with MetaSchedule driven by a cost model, "
+                                     "compile it, check it against PyTorch and time it")
+    tu.add_argument("--network", required=True, help="a zoo network or instance key (tcl zoo list)")
+    tu.add_argument("--device", required=True)
+    tu.add_argument("--model", default="latest", help=MODELS_HELP)
+    tu.add_argument("--trials", type=int_in(1), default=1000,
+                    help="MetaSchedule trials over the whole network (at least one per task)")
+    tu.add_argument("--update", choices=UPDATE_MODES, default="none",
+                    help="a tcl model frozen (none) or refit on what the search measures")
+    tu.add_argument("--seed", type=int_in(0), default=0)
+    tu.add_argument("--out", help="output directory (default: <data>/tuning/<network>-<device>-...)")
+    tu.set_defaults(func=cmd_tune)
 
     e = sub.add_parser("export", help="export records as a MetaSchedule JSONDatabase")
     e.add_argument("dir")

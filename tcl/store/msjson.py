@@ -114,7 +114,7 @@ def read_programs(work_dir: str | Path) -> tuple[pl.DataFrame, ImportStats]:
 
 
 def import_database(paths: Paths, work_dir: str | Path, device: Device,
-                    strict: bool = False) -> ImportStats:
+                    strict: bool = False, source: str | None = None) -> ImportStats:
     """Append the records of a JSONDatabase as measurements of ``device``.
 
     Every line counts: the lines of one program (task and trace) become one record whose
@@ -123,6 +123,7 @@ def import_database(paths: Paths, work_dir: str | Path, device: Device,
     target is not the device's are counted (``target_mismatches``), or refused with ``strict``
     before anything is stored. A malformed line is skipped and named (file and line number) in
     ``ImportStats.problems``. Re-importing the same files adds nothing (content-hash ids).
+    ``source`` labels the records (default ``import:<file>``; tuning runs use ``tune``).
     """
     work_dir = Path(work_dir)
     stats = ImportStats()
@@ -163,7 +164,7 @@ def import_database(paths: Paths, work_dir: str | Path, device: Device,
                      "task_id": tid, "trace_json": trace, "latencies": p["secs"],
                      "status": "ok" if ok else "run_error",
                      "error": None if ok else "failed in the imported database",
-                     "build_secs": None, "source": f"import:{rec_path}",
+                     "build_secs": None, "source": source or f"import:{rec_path}",
                      "measured_at": now_utc(), "tvm_version": tvm.__version__})
     from ..measure.collect import measured_before
     from .locks import locked

@@ -37,16 +37,17 @@ def task_module(workload_json: str):
     return tvm.ir.load_json(workload_json)
 
 
-def relax_module(inst: NetworkInstance):
-    """The network as a legalized and fused Relax module (what task extraction needs)."""
+def relax_module(inst: NetworkInstance, model=None, example: tuple | None = None):
+    """The network as a legalized and fused Relax module (what task extraction needs); of
+    ``model`` on ``example`` inputs where given (tuning checks against the very same weights)."""
     import torch
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
-    model = inst.module()
+    model = model if model is not None else inst.module()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation noise
-        exported = torch.export.export(model, inst.example())
+        exported = torch.export.export(model, example if example is not None else inst.example())
         mod = from_exported_program(exported)
     # Without legalization and fusion MetaSchedule finds no TIR functions to tune.
     return relax.get_pipeline("zero")(mod)

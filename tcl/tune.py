@@ -1,0 +1,309 @@
+"""``tcl tune``: tune a network's Relax module with MetaSchedule, driven by a chosen cost model;
+compile it with the tuned database, check it against PyTorch and time it end to end.
+
+The search is MetaSchedule's own (``relax_integration.tune_relax``: the gradient task
+scheduler, evolutionary search, the builder and runner tcl measures with); only the cost model
+changes: a tcl model through the ``PyCostModel`` adapter (``tcl.models.adapter``), frozen
+(``update="none"``) or refit on what the search measures (``"refit"``), MetaSchedule's XGBoost
+trained online from scratch (``xgb-online``), or its random model (``random``, the floor).
+``MetaScheduleTuneIRMod`` is not used: it ignores a custom cost model.
+
+The budget covers every task before any task gets a second round: the scheduler's first round
+gives each task ``num_trials_per_iter`` trials, so that is ``trials // tasks`` (at most 64).
+
+Outputs under ``out``: ``network.so`` (``export_library``), ``database/`` (the MetaSchedule
+JSONDatabase), ``curve.csv`` / ``curve.png`` (the best network latency estimated from the
+tasks' best measured latencies, weighted, against trials and wall time), ``summary.json``. The
+tuning records join the store with source ``tune``, so tuning logs become training data.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .config import Paths, TclError
+
+MODELS_HELP = "latest | a trained kind (mamba, tenset-mlp, tlp, xgb) | xgb-online | random | FILE"
+ONLINE = {"xgb-online": "xgb", "random": "random"}   # MetaSchedule's own cost models
+UPDATE_MODES = ("none", "refit")
+TOLERANCE = {"rtol": 1e-3, "atol": 1e-3}             # tuned outputs against PyTorch's, fp32
+
+
+@dataclass
+class TuneResult:
+    network: str
+    device: str
+    model: str
+    update: str
+    seed: int
+    trials: int                    # measured (MetaSchedule may stop early when spaces run out)
+    tasks: int
+    trials_per_task: dict[str, int]
+    latency_ms: float              # the compiled network, end to end, mean of the repeats
+    latency_std_ms: float
+    torch_ms: float                # PyTorch eager on the same cores
+    max_abs_err: float             # against PyTorch's outputs
+    tune_s: float
+    compile_s: float
+    records_added: int
+    out: str
+    curve: list[dict] = field(default_factory=list)
+
+
+def resolve_instance(paths: Paths, network: str):
+    """A network name (its first batch-1 variant, else its first) or an instance key."""
+    from .zoo.networks import NETWORKS, zoo_instances
+    from .zoo.user import user_networks
+
+    users = user_networks(paths)
+    every = zoo_instances(list(NETWORKS) + list(users), user=users)
+    by_key = {i.key: i for i in every}
+    if network in by_key:
+        return by_key[network]
+    named = [i for i in every if i.network == network]
+    if not named:
+        raise TclError(f"unknown network {network!r}: give a zoo network name or an instance key "
+                       "(`tcl zoo list`)")
+    return next((i for i in named if i.batch == 1), named[0])
+
+
+def cost_model_for(paths: Paths, device: str, model: str, update: str, seed: int):
+    """(what tune_relax takes as cost_model, a description)."""
+    if update not in UPDATE_MODES:
+        raise TclError(f"--update {update!r}: expected one of {', '.join(UPDATE_MODES)}")
+    if model in ONLINE:
+        if update != "none":
+            raise TclError(f"--update applies to tcl's models; {model} is MetaSchedule's own "
+                           "(xgb-online always learns online)")
+        return ONLINE[model], f"MetaSchedule {ONLINE[model]} (online, from scratch)"
+    from .models.adapter import TclCostModel
+    from .predict import resolve_model
+
+    scorer, what = resolve_model(paths, device, None if model == "latest" else model)
+    base = None
+    if update == "refit":
+        from .dataset import load_program_set
+        from .train import holdout_task_ids
+
+        # What refitting learns from besides the search's own measurements: the device's
+        # training programs (never a held-out network's), as the model was trained on.
+        base = load_program_set(paths, device)
+        keep = ~np.isin(base.task_ids.astype(str), sorted(holdout_task_ids(paths)))
+        base = base.subset(np.flatnonzero(keep))
+    return TclCostModel(scorer, update, base), f"{what} ({'refit online' if base is not None else 'frozen'})"
+
+
+def _progress_callback(total: int, weights: dict[int, float], show: bool):
+    """A MetaSchedule measure callback: the tasks' best latencies as trials come in (the curve)
+    and a progress line with trials, the estimated network latency and the ETA."""
+    from tqdm import tqdm
+
+    from .tvm_compat import meta_schedule
+
+    ms = meta_schedule()
+    from tvm.ir.utils import derived_object
+
+    @derived_object
+    class Progress(ms.measure_callback.PyMeasureCallback):
+        def __init__(self):
+            super().__init__()
+            self.start = time.perf_counter()
+            self.best: dict[int, float] = {}
+            self.trials: dict[int, int] = {}
+            self.curve: list[dict] = []
+            self.bar = tqdm(total=total, unit="trial", desc="tune", disable=not show)
+
+        def apply(self, task_scheduler, task_id, measure_candidates, builder_results,
+                  runner_results) -> None:
+            for r in runner_results:
+                secs = [float(s) for s in (r.run_secs or [])]
+                if secs and r.error_msg is None and max(secs) < 1e9:
+                    self.best[task_id] = min(self.best.get(task_id, np.inf), float(np.mean(secs)))
+            self.trials[task_id] = self.trials.get(task_id, 0) + len(measure_candidates)
+            n = sum(self.trials.values())
+            estimate = (sum(weights[t] * self.best[t] for t in weights) * 1e3
+                        if all(t in self.best for t in weights) else float("nan"))
+            elapsed = time.perf_counter() - self.start
+            self.curve.append({"trials": n, "wall_s": round(elapsed, 2),
+                               "estimate_ms": estimate})
+            self.bar.update(len(measure_candidates))
+            self.bar.set_postfix_str("best est. " + (f"{estimate:.2f} ms" if estimate == estimate
+                                                     else f"- ({len(self.best)}/{len(weights)} tasks)"))
+
+    return Progress()
+
+
+def _measure_in_pinned_process(lib_file: str, inputs: list[np.ndarray], num_cores: int,
+                               number: int, repeat: int, min_repeat_ms: int,
+                               torch_spec: tuple | None):
+    """Runs in a fresh process pinned to the profile's cores (``runner._pin_worker``): the
+    compiled network's outputs and latency, and PyTorch eager's latency on the same cores."""
+    import tvm
+    from tvm import relax
+
+    dev = tvm.cpu()
+    vm = relax.VirtualMachine(tvm.runtime.load_module(lib_file), dev)
+    args = [tvm.runtime.tensor(x, dev) for x in inputs]
+    out = vm["main"](*args)
+    outs = [np.asarray(o.numpy()) for o in (out if isinstance(out, (list, tuple)) or
+                                             type(out).__name__ == "Array" else [out])]
+    timer = vm.time_evaluator("main", dev, number=number, repeat=repeat,
+                              min_repeat_ms=min_repeat_ms)
+    res = np.asarray(timer(*args).results) * 1e3
+    torch_ms = float("nan")
+    if torch_spec is not None:
+        import torch
+
+        from .zoo.networks import NETWORKS
+
+        torch.set_num_threads(num_cores)
+        name, batch, size = torch_spec
+        model = NETWORKS[name].model(size)
+        example = NETWORKS[name].example(batch, size)
+        with torch.no_grad():
+            for _ in range(3):
+                model(*example)
+            times = []
+            for _ in range(max(repeat, 5)):
+                t = time.perf_counter()
+                model(*example)
+                times.append((time.perf_counter() - t) * 1e3)
+        torch_ms = float(np.median(times))
+    return outs, float(res.mean()), float(res.std()), torch_ms
+
+
+def _reset_meta_schedule_logging() -> None:
+    """Before each tuning run: drop the handlers the last run left on MetaSchedule's logger (its
+    config would fail on them in a second run in one process, and they log into the last run's
+    directory) and keep its console output to warnings; the full log goes to ``work/logs``."""
+    import logging
+
+    logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
+    logger.setLevel(logging.WARNING)
+
+
+def tune_network(paths: Paths, network: str, device_name: str, model: str = "latest", *,
+                 trials: int = 1000, update: str = "none", seed: int = 0,
+                 out: str | Path | None = None, progress: bool = True) -> TuneResult:
+    import concurrent.futures as cf
+    import functools
+    import multiprocessing
+
+    import torch
+    import tvm
+
+    from .device import DeviceRegistry, check_runnable
+    from .measure.builder import local_builder
+    from .measure.runner import _pin_worker, make_runner
+    from .store.msjson import import_database
+    from .tvm_compat import meta_schedule
+    from .zoo.extract import relax_module
+
+    ms = meta_schedule()
+    device = DeviceRegistry(paths).get(device_name)
+    check_runnable(device)
+    if device.is_remote:
+        raise TclError(f"device {device_name!r} is remote: tcl tune times the compiled network "
+                       "on this host, so it tunes local devices only")
+    inst = resolve_instance(paths, network)
+    cm, what = cost_model_for(paths, device_name, model, update, seed)
+    out = Path(out) if out else paths.root / "tuning" / \
+        f"{inst.key}-{device_name}-{Path(model).stem}-{update}-s{seed}"
+    if out.exists() and any(out.iterdir()):
+        raise TclError(f"{out} is not empty: a tuning run writes a fresh directory (choose "
+                       "--out, or remove it)")
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    net, example = inst.module(), inst.example()
+    mod = relax_module(inst, net, example)
+    target = device.tvm_target()
+    tasks = ms.relax_integration.extract_tasks(mod, target)
+    if trials < len(tasks):
+        raise TclError(f"--trials {trials} is fewer than the {len(tasks)} tasks of {inst.key}: "
+                       "every task needs its first round")
+    per_iter = max(1, min(64, trials // len(tasks)))
+    weights = {i: float(t.weight) for i, t in enumerate(tasks)}
+    callback = _progress_callback(trials, weights, progress)
+    (out / "database").mkdir()
+    database = ms.database.JSONDatabase(work_dir=str(out / "database"))
+    _reset_meta_schedule_logging()
+    start = time.perf_counter()
+    ms.relax_integration.tune_relax(
+        mod, {}, target, work_dir=str(out / "work"), max_trials_global=trials,
+        num_trials_per_iter=per_iter, builder=local_builder(), runner=make_runner(device),
+        database=database, cost_model=cm,
+        measure_callbacks=[ms.measure_callback.AddToDatabase(),
+                           ms.measure_callback.RemoveBuildArtifact(),
+                           ms.measure_callback.UpdateCostModel(), callback],
+        seed=seed)
+    tune_s = time.perf_counter() - start
+    callback.bar.close()
+    start = time.perf_counter()
+    executable = ms.relax_integration.compile_relax(database, mod, target, None)
+    lib = out / "network.so"
+    executable.export_library(str(lib))
+    compile_s = time.perf_counter() - start
+
+    inputs = [x.numpy() for x in example]
+    with torch.no_grad():
+        expected = net(*example)
+    expected = [e.numpy() for e in (expected if isinstance(expected, (tuple, list)) else [expected])]
+    m = device.measure
+    spec = None if inst.source is not None else (inst.network, inst.batch, inst.size)
+    with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                initializer=functools.partial(_pin_worker, device.num_cores)) as pool:
+        got, mean, std, torch_ms = pool.submit(
+            _measure_in_pinned_process, str(lib), inputs, device.num_cores, m.number,
+            max(m.repeat, 5), m.min_repeat_ms, spec).result()
+    if len(got) != len(expected) or any(g.shape != e.shape for g, e in zip(got, expected)):
+        raise TclError(f"the tuned {inst.key} returns shapes {[g.shape for g in got]}; PyTorch "
+                       f"returns {[e.shape for e in expected]}")
+    err = max(float(np.max(np.abs(g - e))) if g.size else 0.0 for g, e in zip(got, expected))
+    for g, e in zip(got, expected):
+        if not np.allclose(g, e, **TOLERANCE):
+            raise TclError(f"the tuned {inst.key} differs from PyTorch by up to {err:.3g} "
+                           f"(tolerance rtol {TOLERANCE['rtol']}, atol {TOLERANCE['atol']}); "
+                           f"kept in {out} for inspection")
+    stats = import_database(paths, out / "database", device, source="tune")
+    per_task = {tasks[t].task_name: n for t, n in sorted(callback.trials.items())}
+    result = TuneResult(inst.key, device_name, what, update, seed, sum(callback.trials.values()),
+                        len(tasks), per_task, mean, std, torch_ms, err, round(tune_s, 1),
+                        round(compile_s, 1), stats.records, str(out), callback.curve)
+    write_curve(result, out)
+    (out / "summary.json").write_text(json.dumps(
+        {k: v for k, v in asdict(result).items() if k != "curve"}, indent=2) + "\n")
+    return result
+
+
+def write_curve(result: TuneResult, out: Path) -> None:
+    import polars as pl
+
+    frame = pl.DataFrame(result.curve, schema={"trials": pl.Int64, "wall_s": pl.Float64,
+                                               "estimate_ms": pl.Float64})
+    frame.write_csv(out / "curve.csv", float_precision=4)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    for ax, x in zip(axes, ("trials", "wall_s")):
+        ax.plot(frame[x], frame["estimate_ms"], label="best estimate (tasks' best, weighted)")
+        ax.axhline(result.latency_ms, color="k", ls="--", lw=1, label="compiled, end to end")
+        if result.torch_ms == result.torch_ms:
+            ax.axhline(result.torch_ms, color="r", ls=":", lw=1, label="PyTorch eager")
+        ax.set_xlabel(x)
+        ax.set_ylabel("ms")
+        ax.set_yscale("log")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"{result.network} on {result.device}: {result.model}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "curve.png", dpi=100)
+    plt.close(fig)
