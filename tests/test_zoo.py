@@ -7,7 +7,7 @@ from tcl.config import Paths, TclError
 from tcl.zoo import extract
 from tcl.store.records import task_id_of
 from tcl.zoo.extract import OP_CLASSES, build_zoo, load_networks, load_tasks, task_module
-from tcl.zoo.networks import NETWORKS, instance, zoo_instances
+from tcl.zoo.networks import LONG_TAIL, NETWORKS, instance, zoo_instances
 
 HOLDOUT = {"resnet18", "resnet50", "mobilenet_v2", "resnext50", "bert_tiny", "bert_base"}
 
@@ -22,9 +22,10 @@ def test_unknown_network_names_it_and_the_known_ones():
 def test_instances_variants_and_holdout_flags():
     every = zoo_instances()
     assert len({i.key for i in every}) == len(every)
-    assert {i.network for i in every} == set(NETWORKS) and len(NETWORKS) >= 11
+    built_in = {n for n, s in NETWORKS.items() if not s.long_tail}
+    assert {i.network for i in every} == built_in and len(built_in) >= 11   # the default zoo
     for name in NETWORKS:
-        assert sum(i.network == name for i in every) >= 2, name
+        assert len(zoo_instances([name])) >= 2, name
     held = {i.key for i in every if i.holdout}
     assert {i.network for i in every if i.holdout} == HOLDOUT
     assert all(i.batch == 1 for i in every if i.holdout)
@@ -36,9 +37,19 @@ def test_instances_variants_and_holdout_flags():
     assert [i.holdout for i in small] == [True, False] and small[0].input_shape == "1x16"
 
 
+def test_long_tail_families_are_eight_more_never_held_out():
+    tail = zoo_instances(list(LONG_TAIL))
+    assert len(LONG_TAIL) >= 8 and {i.family for i in tail} == set(LONG_TAIL)
+    assert not any(i.holdout for i in tail)
+    assert not {i.family for i in tail} & {i.family for i in zoo_instances()}
+    dlrm = next(i for i in tail if i.key == "dlrm-b64-26")
+    assert dlrm.input_shape == "64x13,64x26" and [t.shape for t in dlrm.example()] == [(64, 13), (64, 26)]
+
+
 @pytest.mark.parametrize("name,params", [
     ("resnet18", 11.69e6), ("resnet50", 25.56e6), ("resnext50", 25.03e6),
-    ("mobilenet_v2", 3.50e6), ("mobilenet_v3", 5.48e6), ("densenet121", 7.98e6)])
+    ("mobilenet_v2", 3.50e6), ("mobilenet_v3", 5.48e6), ("densenet121", 7.98e6),
+    ("efficientnet_b0", 5.29e6)])
 def test_architectures_match_published_parameter_counts(name, params):
     model = NETWORKS[name].build(224)
     assert sum(p.numel() for p in model.parameters()) == pytest.approx(params, rel=0.005)
