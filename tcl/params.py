@@ -339,7 +339,7 @@ def _select_params(r: _Reader, raw: Any, devices: tuple[str, ...], known: set[st
         if d in devices:
             raise r.fail(f"select.devices[{i}]", f"device {d!r} is also in devices (measured "
                                                  "in full); a device is one or the other")
-    if s["sampler"] not in SAMPLERS:
+    if not isinstance(s["sampler"], str) or s["sampler"] not in SAMPLERS:
         raise r.fail("select.sampler", f"unknown sampler {s['sampler']!r} "
                                        f"(known: {', '.join(SAMPLERS)})")
     budget = r.budget(s["budget"], "select.budget")
