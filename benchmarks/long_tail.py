@@ -26,6 +26,7 @@ Needs the families measured (``tcl collect --networks FAMILY``) and featurized (
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -62,11 +63,27 @@ def family_tasks(paths: Paths) -> dict[str, set[str]]:
             if (nets["network"] == f).any()}
 
 
+@functools.lru_cache(maxsize=1)
+def device_data(paths: Paths, device: str) -> dict:
+    """What every job of one device reads, loaded once: the families' tasks, the device's
+    measured tasks and programs, the held-out tasks, the tasks' operator classes."""
+    from tcl.dataset import load_program_set, measured
+    from tcl.train import holdout_task_ids
+
+    fam = family_tasks(paths)
+    have = set(measured(paths, device).filter(pl.col("latency").is_finite())["task_id"].to_list())
+    everything = load_program_set(paths, device, sorted(have))
+    return {"fam": fam, "have": have, "everything": everything,
+            "tids": everything.task_ids.astype(str), "held": holdout_task_ids(paths),
+            "every_family": set().union(*fam.values()),
+            "tasks": pl.read_parquet(paths.tasks_file).select("task_id", "op_class")
+            .unique("task_id")}
+
+
 def run_device(paths: Paths, device: str, models: list[str], seeds: list[int], hyper: dict,
                valid_fraction: float, results: Path, families: list[str]) -> None:
-    from tcl.dataset import load_program_set, measured
     from tcl.models import make_model
-    from tcl.train import holdout_task_ids, split_tasks
+    from tcl.train import split_tasks
 
     done = done_jobs(results)
     jobs = [(f, m, s) for f in families for m in models for s in seeds
@@ -74,13 +91,9 @@ def run_device(paths: Paths, device: str, models: list[str], seeds: list[int], h
     if not jobs:
         print(f"{device}: every job is in {results}", file=sys.stderr)
         return
-    fam = family_tasks(paths)
-    have = set(measured(paths, device).filter(pl.col("latency").is_finite())["task_id"].to_list())
-    everything = load_program_set(paths, device, sorted(have))
-    tids = everything.task_ids.astype(str)
-    held = holdout_task_ids(paths)
-    every_family = set().union(*fam.values())
-    tasks = pl.read_parquet(paths.tasks_file).select("task_id", "op_class").unique("task_id")
+    d = device_data(paths, device)
+    fam, have, everything, tids = d["fam"], d["have"], d["everything"], d["tids"]
+    held, every_family, tasks = d["held"], d["every_family"], d["tasks"]
     for family, kind, seed in jobs:
         test_ids = sorted(fam[family] & have)
         if not test_ids:

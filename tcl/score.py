@@ -27,8 +27,10 @@ def _records(paths: Paths, device: str, source: str | None,
     cat = Catalog(paths, in_memory=True)
     try:
         cat.con.register("dev", pl.DataFrame({"device": [device]}))
-        frame = cat.sql("""SELECT r.task_id, r.program_id, coalesce(r.latency, 'NaN'::DOUBLE) AS
-                           latency, r.source FROM records r WHERE r.device = (SELECT device FROM dev)
+        # Which programs and tasks count; their latencies come with the features
+        # (dataset.load_program_set), as for training.
+        frame = cat.sql("""SELECT r.task_id, r.program_id, r.source FROM records r
+                           WHERE r.device = (SELECT device FROM dev)
                            ORDER BY r.task_id, r.program_id""")
         tasks = cat.sql("SELECT DISTINCT ON (task_id) task_id, task_name, op_class FROM tasks")
     finally:
@@ -47,8 +49,6 @@ def _records(paths: Paths, device: str, source: str | None,
         if unknown:
             raise TclError(f"device {device!r} has no records of task(s) {', '.join(unknown)}")
         frame = frame.filter(pl.col("task_id").is_in(list(task_ids)))
-    if "task_name" not in tasks.columns:  # no zoo and nothing imported
-        tasks = pl.DataFrame(schema={"task_id": pl.Utf8, "task_name": pl.Utf8, "op_class": pl.Utf8})
     return frame.drop("source"), tasks
 
 

@@ -71,7 +71,7 @@ def resolve_instance(paths: Paths, network: str):
     return next((i for i in named if i.batch == 1), named[0])
 
 
-def cost_model_for(paths: Paths, device: str, model: str, update: str, seed: int):
+def cost_model_for(paths: Paths, device: str, model: str, update: str):
     """(what tune_relax takes as cost_model, a description)."""
     if update not in UPDATE_MODES:
         raise TclError(f"--update {update!r}: expected one of {', '.join(UPDATE_MODES)}")
@@ -213,7 +213,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
         raise TclError(f"device {device_name!r} is remote: tcl tune times the compiled network "
                        "on this host, so it tunes local devices only")
     inst = resolve_instance(paths, network)
-    cm, what = cost_model_for(paths, device_name, model, update, seed)
+    cm, what = cost_model_for(paths, device_name, model, update)
     out = Path(out) if out else paths.root / "tuning" / \
         f"{inst.key}-{device_name}-{Path(model).stem}-{update}-s{seed}"
     if out.exists() and any(out.iterdir()):
