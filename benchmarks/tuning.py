@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from tcl.config import Paths, TclError
+from tcl.metrics import standard_error as _se
 
 MODELS = ("tcl", "tenset-mlp", "xgb-online", "random")
 
@@ -41,31 +42,87 @@ def tcl_model(paths: Paths, device: str) -> str:
     return "continual" if ModelRegistry(paths).latest(device) is not None else "mamba"
 
 
+# Consecutive measurements further apart than this were separate sessions: the gap is idle time.
+SESSION_GAP_S = 300
+
+
+def training_records(paths: Paths, device: str, model: str) -> int:
+    """How many of ``device``'s measured records the model learned from before tuning: the
+    training tasks' records for a kind trained on the device's full data, the registry entry's
+    share for a continual model, none for MetaSchedule's online models."""
+    from tcl.registry import ModelRegistry
+    from tcl.store.catalog import query
+    from tcl.train import holdout_task_ids
+
+    if model in ("xgb-online", "random"):
+        return 0
+    if model == "continual":
+        return ModelRegistry(paths).latest(device).n_records
+    held = "', '".join(sorted(holdout_task_ids(paths)))
+    return int(query(paths, f"select count(*) n from records where device = '{device}' and "
+                            f"source = 'collect' and task_id not in ('{held}')")["n"][0])
+
+
+def seconds_per_record(paths: Paths, device: str) -> float:
+    """The device's measurement cost per record, from the store: the time between consecutive
+    collected records (gaps over SESSION_GAP_S are idle time between sessions), over records."""
+    from tcl.store.catalog import query
+
+    t = query(paths, f"select epoch(measured_at) t from records where device = '{device}' and "
+                     "source = 'collect' order by 1")["t"].to_numpy()
+    gaps = np.diff(t)
+    return float(gaps[gaps < SESSION_GAP_S].sum() / len(t)) if len(t) > 1 else math.nan
+
+
+def isolated_root(data: Path, work: Path) -> Path:
+    """A copy of the data root for the benchmark, made once: tuning adds records (source tune)
+    for the held-out networks' tasks, and those must not enter the reference dataset."""
+    copy = work / "data"
+    if not copy.exists():
+        shutil.copytree(data, work / "data.partial", ignore=shutil.ignore_patterns(".cache"))
+        (work / "data.partial").rename(copy)
+    return copy
+
+
 def run(args) -> None:
     from tcl.tune import tune_network
 
-    paths, results = Paths(Path(args.data).resolve()), Path(args.results)
+    root = Path(args.data).resolve()
+    if not args.in_place:
+        root = isolated_root(root, Path(args.work).resolve())
+    paths, results = Paths(root), Path(args.results)
+    refit = set(filter(None, args.refit.split(",")))
     results.parent.mkdir(parents=True, exist_ok=True)
     done = set()
     if results.exists():
         for line in results.read_text().splitlines():
             r = json.loads(line)
             done.add((r["network_arg"], r["device"], r["model_arg"], r["update"], r["seed"]))
-    for network in args.networks.split(","):
-        for device in args.devices.split(","):
-            for model in args.models.split(","):
-                updates = ["none"] + (["refit"] if args.refit and model == "tcl" else [])
-                for update in updates:
-                    for seed in [int(s) for s in args.seeds.split(",")]:
+    for seed in [int(s) for s in args.seeds.split(",")]:   # seed outermost: seed 0 of all first
+        for network in args.networks.split(","):
+            for device in args.devices.split(","):
+                for model in args.models.split(","):
+                    updates = ["none"] + (["refit"] if model in refit else [])
+                    for update in updates:
                         key = (network, device, model, update, seed)
                         if key in done:
                             continue
                         which = tcl_model(paths, device) if model == "tcl" else model
+                        # an interrupted run is set aside (its records kept) and starts over
                         out = Path(args.work) / f"{network}-{device}-{model}-{update}-s{seed}"
-                        shutil.rmtree(out, ignore_errors=True)   # an interrupted run restarts
-                        r = tune_network(paths, network, device, which, trials=args.trials,
-                                         update=update, seed=seed, out=out, progress=False)
-                        row = {"network_arg": network, "model_arg": model, **asdict(r)}
+                        try:
+                            r = tune_network(paths, network, device, which, trials=args.trials,
+                                             update=update, seed=seed, out=out, progress=False,
+                                             population=args.population,
+                                             generations=args.generations)
+                        except Exception as e:  # noqa: BLE001 - one failed run: say so, go on
+                            print(f"{network} {device} {model}/{update} seed {seed}: FAILED: "
+                                  f"{type(e).__name__}: {e}", file=sys.stderr)
+                            continue
+                        row = {"network_arg": network, "model_arg": model, **asdict(r),
+                               "overhead_share": r.overhead_share,
+                               "data_records": (n := training_records(paths, device, which)),
+                               "data_collection_s": n * seconds_per_record(paths, device)}
                         with results.open("a") as f:
                             f.write(json.dumps(row) + "\n")
                         print(f"{network} {device} {model}/{update} seed {seed}: "
@@ -82,13 +139,23 @@ def _reach(curve: list[dict], target_ms: float) -> tuple[float, float]:
     return math.nan, math.nan
 
 
-def summarize(results: Path) -> None:
+def _f(x: float, spec: str) -> str:
+    return "-" if x is None or x != x else format(x, spec)
+
+
+def _label(model: str, update: str, description: str) -> str:
+    name = model + ("" if update == "none" else f" ({update})")
+    return name + (f" [{description.split(' (')[0]}]" if model == "tcl" else "")
+
+
+def summarize(results: Path, plot: str | None = None) -> None:
     rows = [json.loads(line) for line in results.read_text().splitlines() if line]
     if not rows:
         raise TclError(f"{results} holds no runs yet")
-    print("| network | device | model | runs | latency ms | PyTorch ms | trials to TenSet-MLP's "
-          "final | wall s to it | speed-up (wall) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| network | device | model | runs | trials | latency ms | PyTorch eager ms | trials to "
+          "TenSet-MLP's final | wall s to it | device data: records, h | speed-up, wall | "
+          "speed-up, wall + data | search overhead |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["network_arg"], r["device"]), []).append(r)
@@ -96,21 +163,60 @@ def summarize(results: Path) -> None:
         ref = [r for r in runs if r["model_arg"] == "tenset-mlp" and r["update"] == "none"]
         # TenSet-MLP's final latency on the curve (tasks' best, weighted), mean over its seeds
         target = np.mean([r["curve"][-1]["estimate_ms"] for r in ref]) if ref else math.nan
-        ref_wall = np.mean([_reach(r["curve"], target)[1] for r in ref]) if ref else math.nan
+        ref_wall = np.nanmean([_reach(r["curve"], target)[1] for r in ref]) if ref else math.nan
+        ref_data = np.mean([r["data_collection_s"] for r in ref]) if ref else math.nan
         by_model: dict[tuple, list[dict]] = {}
         for r in runs:
             by_model.setdefault((r["model_arg"], r["update"]), []).append(r)
         for (model, update), g in by_model.items():
-            lat = np.array([r["latency_ms"] for r in g])
-            se = lat.std(ddof=1) / math.sqrt(len(lat)) if len(lat) > 1 else math.nan
+            lat = [r["latency_ms"] for r in g]
             reach = np.array([_reach(r["curve"], target) for r in g])
-            trials, wall = np.nanmean(reach[:, 0]) if np.isfinite(reach[:, 0]).any() else math.nan, \
-                np.nanmean(reach[:, 1]) if np.isfinite(reach[:, 1]).any() else math.nan
-            name = model + ("" if update == "none" else f" ({update})") + \
-                (f" [{g[0]['model']}]" if model == "tcl" else "")
-            print(f"| {network} | {device} | {name} | {len(g)} | {lat.mean():.2f}±{se:.2f} | "
-                  f"{np.mean([r['torch_ms'] for r in g]):.2f} | {trials:.0f} | {wall:.0f} | "
-                  f"{ref_wall / wall if wall == wall and wall > 0 else math.nan:.2f} |")
+            # runs that never reach the target count as not reaching it: the mean is over those
+            # that did, and the count says how many
+            hit = np.isfinite(reach[:, 1])
+            trials = np.mean(reach[hit, 0]) if hit.any() else math.nan
+            wall = np.mean(reach[hit, 1]) if hit.any() else math.nan
+            data_s = float(np.mean([r["data_collection_s"] for r in g]))
+            speed = ref_wall / wall if wall == wall and wall > 0 else math.nan
+            speed_data = (ref_wall + ref_data) / (wall + data_s) if wall == wall else math.nan
+            overhead = [r["overhead_share"] for r in g]
+            reached = "" if hit.all() else f" ({hit.sum()}/{len(g)} reach)"
+            print(f"| {network} | {device} | {_label(model, update, g[0]['model'])} | {len(g)} | "
+                  f"{int(np.mean([r['trials'] for r in g]))} | "
+                  f"{_f(np.mean(lat), '.1f')} ± {_f(_se(lat), '.1f')} | "
+                  f"{np.mean([r['torch_ms'] for r in g]):.1f} | {_f(trials, '.0f')}{reached} | "
+                  f"{_f(wall, '.0f')} | {g[0]['data_records']}, {data_s / 3600:.2f} | "
+                  f"{_f(speed, '.2f')} | {_f(speed_data, '.2f')} | "
+                  f"{np.mean(overhead):.0%} ± {_f(_se(overhead) * 100, '.0f')}% |")
+    if plot:
+        _plot(groups, plot)
+
+
+def _plot(groups: dict[tuple, list[dict]], out: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.5 * len(groups), 3.6), squeeze=False)
+    colors: dict[str, str] = {}
+    for ax, ((network, device), runs) in zip(axes[0], groups.items()):
+        for r in runs:
+            label = _label(r["model_arg"], r["update"], r["model"]).split(" [")[0]
+            color = colors.setdefault(label, f"C{len(colors)}")
+            xs = [p["wall_s"] for p in r["curve"]]
+            ys = [p["estimate_ms"] if p["estimate_ms"] is not None else math.nan
+                  for p in r["curve"]]
+            ax.plot(xs, ys, color=color, lw=1, alpha=0.8,
+                    label=label if r["seed"] == min(x["seed"] for x in runs) else None)
+        ax.set_title(f"{network} on {device}", fontsize=9)
+        ax.set_xlabel("tuning wall time, s")
+        ax.set_ylabel("best estimate, ms (tasks' best, weighted)")
+        ax.set_yscale("log")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,16 +225,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--networks", default="resnet18,bert_tiny")
     ap.add_argument("--devices", default="cpu-avx2,cpu-sse42")
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--refit", action="store_true", help="also the tcl model refit online")
+    ap.add_argument("--refit", default="tenset-mlp",
+                    help="models (of --models) also run refit online (--update refit); '' none")
     ap.add_argument("--trials", type=int, default=1500)
     ap.add_argument("--seeds", default="0,1")
+    ap.add_argument("--population", type=int, default=512, help="tcl tune --population")
+    ap.add_argument("--generations", type=int, default=4, help="tcl tune --generations")
     ap.add_argument("--results", default="docs/bench-tuning.jsonl")
     ap.add_argument("--work", default="data/.cache/bench-tuning", help="tuning run directories")
+    ap.add_argument("--in-place", action="store_true",
+                    help="tune in --data itself, not in a copy under --work (adds its records)")
     ap.add_argument("--summarize", action="store_true")
+    ap.add_argument("--plot", help="with --summarize: the curves as a PNG")
     args = ap.parse_args(argv)
     try:
         if args.summarize:
-            summarize(Path(args.results))
+            summarize(Path(args.results), args.plot)
         else:
             run(args)
     except TclError as e:

@@ -369,11 +369,13 @@ def cmd_tune(args) -> int:
     from .tune import tune_network
 
     r = tune_network(_paths(args), args.network, args.device, args.model, trials=args.trials,
-                     update=args.update, seed=args.seed, out=args.out,
+                     update=args.update, seed=args.seed, population=args.population,
+                     generations=args.generations, out=args.out,
                      progress=sys.stderr.isatty())
     per_task = ", ".join(f"{n}" for n in r.trials_per_task.values())
     print(f"{r.network} on {r.device} with {r.model}: {r.trials} trials over {r.tasks} tasks "
-          f"(per task: {per_task}); tuning {r.tune_s:.0f}s, compile {r.compile_s:.0f}s")
+          f"(per task: {per_task}); tuning {r.tune_s:.0f}s (building {r.build_s:.0f}s, running "
+          f"{r.run_s:.0f}s, search overhead {r.overhead_share:.0%}), compile {r.compile_s:.0f}s")
     print(f"compiled network: {r.latency_ms:.3f} ms (std {r.latency_std_ms:.3f}), end to end; "
           f"PyTorch eager {r.torch_ms:.3f} ms on the same cores; outputs match PyTorch's within "
           f"{r.max_abs_err:.2g}")
@@ -571,6 +573,11 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("--update", choices=UPDATE_MODES, default="none",
                     help="a tcl model frozen (none) or refit on what the search measures")
     tu.add_argument("--seed", type=int_in(0), default=0)
+    tu.add_argument("--population", type=int_in(2), default=512,
+                    help="evolutionary search: schedules the model scores per generation "
+                         "(MetaSchedule's default 512; smaller searches faster on small hosts)")
+    tu.add_argument("--generations", type=int_in(0), default=4,
+                    help="evolutionary search: generations per round (MetaSchedule's default 4)")
     tu.add_argument("--out", help="output directory (default: <data>/tuning/<network>-<device>-...)")
     tu.set_defaults(func=cmd_tune)
 

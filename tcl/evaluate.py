@@ -123,6 +123,26 @@ def _fmt(v) -> str:
     return f"{v:.3f}" if isinstance(v, float) else str(v)
 
 
+SEED_MARK = "#s"   # evaluate()'s model names for seeds: "<kind>#s<index>"
+
+
+def over_seeds(frame: pl.DataFrame) -> pl.DataFrame:
+    """evaluate()'s frame with models named ``<kind>#s<i>`` folded into one row per kind: each
+    figure the mean over seeds, ``se_<figure>`` its standard error, ``n_seeds`` the count."""
+    if not frame["model"].str.contains(SEED_MARK, literal=True).any():
+        return frame
+    values = [c for c in frame.columns if c.startswith("top") or c == "pairwise"]
+    keys = ["model", "device", "scope", "name"]
+    rest = [c for c in frame.columns if c not in values and c not in keys]
+    split = frame.with_columns(pl.col("model").str.split(SEED_MARK).list.first())
+    return split.group_by(keys, maintain_order=True).agg(
+        *[pl.col(c).mean() for c in values],
+        # metrics.standard_error, as a polars expression
+        *[(pl.col(c).drop_nans().std(ddof=1) / pl.col(c).drop_nans().count().sqrt())
+          .alias(f"se_{c}") for c in values],
+        pl.len().alias("n_seeds"), *[pl.col(c).first() for c in rest])
+
+
 def markdown_table(frame: pl.DataFrame) -> str:
     head = "| " + " | ".join(frame.columns) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
@@ -140,7 +160,8 @@ def _metrics_json(frame: pl.DataFrame) -> dict:
     out: dict = {}
     for row in frame.iter_rows(named=True):
         node = out.setdefault(row["device"] or "all", {}).setdefault(row["model"], {})
-        entry = {c: _clean(row[c]) for c in values + ["n_tasks"]}
+        entry = {c: _clean(row[c]) for c in values + ["n_tasks"]
+                 + [f"se_{v}" for v in values if f"se_{v}" in row] + ["n_seeds"] * ("n_seeds" in row)}
         if row["scope"] == "mean":
             node["mean"] = entry
         else:
@@ -164,8 +185,9 @@ def _plot(frame: pl.DataFrame, path: Path) -> None:
         width = 0.8 / max(len(models), 1)
         for m, model in enumerate(models):
             row = part.filter(pl.col("model") == model).row(0, named=True)
+            err = [_clean(row.get(f"se_{v}")) or 0.0 for v in values]
             ax.bar(np.arange(len(values)) + m * width, [_clean(row[v]) or 0.0 for v in values],
-                   width, label=model)
+                   width, yerr=err if any(err) else None, capsize=2, label=model)
         ax.set_xticks(np.arange(len(values)) + width * (len(models) - 1) / 2, values)
         ax.set_ylim(0, 1.05)
         ax.set_title(f"{device}: mean over held-out networks", fontsize=9)
@@ -173,6 +195,15 @@ def _plot(frame: pl.DataFrame, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _with_se(c: str) -> pl.Expr:
+    """A figure as text, "mean ± se" (over_seeds' columns)."""
+    def text(row: dict) -> str:
+        mean, se = row[c], row[f"se_{c}"]
+        return _fmt(mean) + ("" if mean is None or mean != mean else f" ± {_fmt(se)}")
+
+    return pl.struct(c, f"se_{c}").map_elements(text, return_dtype=pl.String).alias(c)
 
 
 def write_report(frame: pl.DataFrame, out_dir: str | Path) -> dict[str, Path]:
@@ -183,15 +214,22 @@ def write_report(frame: pl.DataFrame, out_dir: str | Path) -> dict[str, Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     values = [c for c in frame.columns if c.startswith("top") or c == "pairwise"]
+    seeded = "n_seeds" in frame.columns
+    cells = [_with_se(c) if seeded else pl.col(c) for c in values]
+
     def show(scope: str, key: str | None) -> pl.DataFrame:
         keys = [pl.col("name").alias(key)] if key else []
-        return frame.filter(pl.col("scope") == scope).select(
-            pl.col("device").fill_null("all"), *keys, "model", *values, "n_tasks",
-            "n_programs").sort("device", *([key] if key else []), "model")
+        return frame.filter(pl.col("scope") == scope).sort(
+            "device", *(["name"] if key else []), "model").select(
+            pl.col("device").fill_null("all"), *keys, "model", *cells, "n_tasks", "n_programs",
+            *(["n_seeds"] if seeded else []))
 
+    seeds_note = (" Each figure: the mean over the training seeds (n_seeds, params.yaml's "
+                  "train.seeds) ± its standard error." if seeded else "")
     md = ["# Cost-model evaluation on held-out networks", "",
           "Top-k: TenSet's score (weighted best latency / best latency among the top-k ranked "
-          "programs). Pairwise: share of same-task pairs ordered correctly. See tcl/metrics.py.",
+          "programs). Pairwise: share of same-task pairs ordered correctly. See tcl/metrics.py."
+          + seeds_note,
           "", "## Mean over held-out networks", "", markdown_table(show("mean", None)),
           "", "## Per held-out network", "", markdown_table(show("network", "network")),
           "", "## Per operator class (tasks of the held-out networks)", "",

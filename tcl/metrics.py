@@ -269,3 +269,11 @@ def forgetting_summary(before: pl.DataFrame, after: pl.DataFrame,
         out[v] = {"overall": None if None in mean else round(float(mean[0] - mean[1]), 4),
                   "per_class": per_class, "worst_class": worst[0], "worst": worst[1]}
     return out
+
+
+def standard_error(values) -> float:
+    """The standard error of the mean (sample standard deviation / sqrt(n)); NaN below 2 values."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    return float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else float("nan")
+

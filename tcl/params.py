@@ -45,6 +45,13 @@ class TrainParams:
     valid_fraction: float       # share of the training tasks kept for early stopping
     seed: int                   # validation split and every model's seed
     hyper: dict[str, dict[str, Any]] = field(default_factory=dict)  # kind -> make_model kwargs
+    seeds: int = 1              # models per kind and device: seeds seed, seed + 1, ...; the
+                                # report gives each figure as mean and standard error over them
+
+    @property
+    def seed_list(self) -> list[int]:
+        """The training seeds; the first one's model is the one served (``<kind>.model``)."""
+        return [self.seed + i for i in range(self.seeds)]
 
     def hyper_of(self, kind: str) -> dict[str, Any]:
         """The kind's ``make_model`` keyword arguments (the seed is ``seed``, given apart)."""
@@ -257,7 +264,7 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
                             r.integer(m["retries"], "measure.retries", 0, maximum=100),
                             r.number(m["retry_delay_s"], "measure.retry_delay_s", 0, 86400))
 
-    t = r.section(top["train"], "train", ("models", "valid_fraction", "seed", "hyper"))
+    t = r.section(top["train"], "train", ("models", "valid_fraction", "seed", "seeds", "hyper"))
     # "continual" models are made by `tcl distill` (the continual section), not trained here
     models = r.names(t["models"], "train.models", set(MODEL_KINDS) - {"continual"},
                      "model kind")
@@ -285,7 +292,8 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
             raise r.fail(f"train.hyper.{kind}", f"missing value for train.models[{i}] "
                                                 f"(write `{kind}: {{}}` for the defaults)")
     train = TrainParams(models, r.number(t["valid_fraction"], "train.valid_fraction", 0.0, 0.9),
-                        r.integer(t["seed"], "train.seed", 0, maximum=2**31 - 1), hyper)
+                        r.integer(t["seed"], "train.seed", 0, maximum=2**31 - 1), hyper,
+                        r.integer(t["seeds"], "train.seeds", 1, maximum=20))
 
     select = _select_params(r, top["select"], devices, known_devices, train)
 

@@ -156,7 +156,7 @@ def run_featurize(params: Params, progress: bool = True,
 
 def run_train(params: Params, device: str, kind: str) -> Path:
     """One model of ``kind`` for ``device`` on its measured programs of the training tasks."""
-    from .train import train_info_file, train_model
+    from .train import train_info_file, train_seeds
 
     if device not in params.devices:
         raise TclError(f"device {device!r} is not in {params.source.name}'s devices "
@@ -164,13 +164,14 @@ def run_train(params: Params, device: str, kind: str) -> Path:
     if kind not in params.train.models:
         raise TclError(f"model kind {kind!r} is not in {params.source.name}'s train.models "
                        f"({', '.join(params.train.models)})")
-    path = train_model(params.paths, device, kind, params.train.hyper_of(kind),
-                       seed=params.train.seed, valid_fraction=params.train.valid_fraction,
-                       task_ids=selected_tasks(params)["task_id"].to_list())
-    info = json.loads(train_info_file(params.paths, device, kind).read_text())
-    _say(f"train {device} {kind}: " + ", ".join(f"{k} {v}" for k, v in info.items()
-                                                 if k not in ("device", "kind")))
-    return path
+    paths = train_seeds(params.paths, device, kind, params.train.hyper_of(kind),
+                        seeds=params.train.seed_list, valid_fraction=params.train.valid_fraction,
+                        task_ids=selected_tasks(params)["task_id"].to_list())
+    for i in range(len(paths)):
+        info = json.loads(train_info_file(params.paths, device, kind, i).read_text())
+        _say(f"train {device} {kind}: " + ", ".join(f"{k} {v}" for k, v in info.items()
+                                                     if k not in ("device", "kind")))
+    return paths[0]
 
 
 def run_select(params: Params, device: str, progress: bool = True):
@@ -225,6 +226,6 @@ def run_evaluate(params: Params) -> tuple[pl.DataFrame, dict]:
     frame, files = evaluate_models(
         params.paths, params.devices, params.train.models, params.paths.reports_dir,
         ks=params.evaluate.top_k, task_ids=selected_tasks(params)["task_id"].to_list(),
-        network_keys=[i.key for i in instances(params)])
+        network_keys=[i.key for i in instances(params)], seeds=params.train.seeds)
     _say(f"evaluate: report in {files['markdown']}")
     return frame, files

@@ -20,12 +20,20 @@ import polars as pl
 from .config import Paths, TclError
 
 
-def model_file(paths: Paths, device: str, kind: str) -> Path:
+def model_file(paths: Paths, device: str, kind: str, index: int = 0) -> Path:
+    """The model of ``kind`` for ``device``; ``index`` > 0: the extra training seeds'."""
+    if index:
+        return seeds_dir(paths, device, kind) / f"s{index}.model"
     return paths.models_dir / device / f"{kind}.model"
 
 
-def train_info_file(paths: Paths, device: str, kind: str) -> Path:
-    return paths.models_dir / device / f"{kind}.json"
+def train_info_file(paths: Paths, device: str, kind: str, index: int = 0) -> Path:
+    return model_file(paths, device, kind, index).with_suffix(".json")
+
+
+def seeds_dir(paths: Paths, device: str, kind: str) -> Path:
+    """Where the models of the training seeds after the first live (``train.seeds``)."""
+    return paths.models_dir / device / f"{kind}.seeds"
 
 
 def holdout_task_ids(paths: Paths) -> set[str]:
@@ -49,7 +57,7 @@ def split_tasks(task_ids: Sequence[str], valid_fraction: float, seed: int
 
 def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | None = None, *,
                 seed: int = 0, valid_fraction: float = 0.1,
-                task_ids: Iterable[str] | None = None) -> Path:
+                task_ids: Iterable[str] | None = None, index: int = 0) -> Path:
     """Fit ``make_model(kind, **hyper, seed=seed)`` on the device's training tasks; returns the
     saved model file. ``task_ids`` narrows the candidate tasks (held-out ones are always left
     out); a share ``valid_fraction`` of the tasks is kept aside for early stopping."""
@@ -71,27 +79,70 @@ def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | No
     start = time.perf_counter()
     model.fit(train, valid)
     secs = time.perf_counter() - start
-    out = model_file(paths, device, kind)
+    out = model_file(paths, device, kind, index)
     out.parent.mkdir(parents=True, exist_ok=True)
     model.save(out)
-    info = {"device": device, "kind": kind, "train_secs": round(secs, 2),
+    info = {"device": device, "kind": kind, "seed": seed, "train_secs": round(secs, 2),
             "n_programs": len(train), "n_tasks": len(train_ids),
             "n_valid_programs": len(valid) if valid is not None else 0,
             "n_valid_tasks": len(valid_ids)}
-    train_info_file(paths, device, kind).write_text(json.dumps(info, indent=2) + "\n")
+    train_info_file(paths, device, kind, index).write_text(json.dumps(info, indent=2) + "\n")
     return out
+
+
+def _one_thread() -> None:
+    """A training worker of several in parallel: one core each (torch, XGBoost, OpenMP)."""
+    import os
+
+    import torch
+
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+
+
+def train_seeds(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | None = None, *,
+                seeds: Sequence[int] = (0,), valid_fraction: float = 0.1,
+                task_ids: Iterable[str] | None = None, workers: int | None = None) -> list[Path]:
+    """One model per seed (the first one's file is ``model_file``, the rest under
+    ``seeds_dir``, which holds exactly those), fitted in parallel on up to ``workers``
+    processes of one thread each (default: the usable CPUs); one seed trains here."""
+    import concurrent.futures as cf
+    import multiprocessing
+    import os
+    import shutil
+
+    seeds = list(seeds)
+    extra = seeds_dir(paths, device, kind)
+    shutil.rmtree(extra, ignore_errors=True)         # no model of a seed no longer asked for
+    if len(seeds) > 1:
+        extra.mkdir(parents=True)
+    else:
+        extra.mkdir(parents=True, exist_ok=True)     # a DVC out: present, empty
+    task_ids = None if task_ids is None else list(task_ids)
+    jobs = [dict(hyper=hyper, seed=seed, valid_fraction=valid_fraction, task_ids=task_ids,
+                 index=i) for i, seed in enumerate(seeds)]
+    workers = min(len(jobs), workers or len(os.sched_getaffinity(0)))
+    if workers <= 1:
+        return [train_model(paths, device, kind, **job) for job in jobs]
+    with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                initializer=_one_thread) as pool:
+        futures = [pool.submit(train_model, paths, device, kind, **job) for job in jobs]
+        return [f.result() for f in futures]
 
 
 def evaluate_models(paths: Paths, devices: Sequence[str], kinds: Sequence[str],
                     out_dir: str | Path, *, ks: Sequence[int] = (1, 5),
                     task_ids: Iterable[str] | None = None,
-                    network_keys: Iterable[str] | None = None) -> tuple[pl.DataFrame, dict]:
+                    network_keys: Iterable[str] | None = None, seeds: int = 1
+                    ) -> tuple[pl.DataFrame, dict]:
     """Score each device's models on its measured programs of the held-out networks' tasks
-    (optionally only ``task_ids`` / the networks ``network_keys``) and write the report:
+    (optionally only ``task_ids`` / the networks ``network_keys``); with ``seeds`` > 1 each
+    figure is the mean over the kind's seed models, with its standard error (``se_<figure>``,
+    ``tcl.evaluate.over_seeds``). Writes the report:
     ``tcl.evaluate.write_report``'s files plus ``summary.json`` (mean per device and model: the
     DVC metrics) and ``scores.csv`` (the same as rows: the DVC plot). Returns (frame, files)."""
     from .dataset import load_program_set, measured
-    from .evaluate import evaluate, write_report
+    from .evaluate import SEED_MARK, evaluate, over_seeds, write_report
     from .models import load_model
     from .zoo.extract import load_networks, load_tasks
 
@@ -112,16 +163,18 @@ def evaluate_models(paths: Paths, devices: Sequence[str], kinds: Sequence[str],
             raise TclError(f"device {device!r} has no measured program of a held-out task: "
                            "run the measure stage first")
         programs = load_program_set(paths, device, eval_ids)
-        missing = [str(model_file(paths, device, k)) for k in kinds
-                   if not model_file(paths, device, k).exists()]
+        files = {(k if seeds == 1 else f"{k}{SEED_MARK}{i}"): model_file(paths, device, k, i)
+                 for k in kinds for i in range(seeds)}
+        missing = [str(f) for f in files.values() if not f.exists()]
         if missing:
-            raise TclError(f"model(s) not trained: {', '.join(missing)}; run the train stage")
-        models = {k: load_model(model_file(paths, device, k)) for k in kinds}
+            raise TclError(f"model(s) not trained: {', '.join(missing)}; run the train stage"
+                           + (f" (train.seeds is {seeds})" if seeds > 1 else ""))
+        models = {name: load_model(f) for name, f in files.items()}
         latency = pl.DataFrame({"program_id": programs.program_ids.astype(str),
                                 "task_id": programs.task_ids.astype(str),
                                 "latency": programs.latency, "device": [device] * len(programs)})
         frames.append(evaluate(models, programs, latency, nets, tasks, ks=ks))
-    frame = pl.concat(frames)
+    frame = over_seeds(pl.concat(frames))
     files = write_report(frame, out_dir)
     files.update(_summary(frame, Path(out_dir)))
     return frame, files
@@ -129,6 +182,7 @@ def evaluate_models(paths: Paths, devices: Sequence[str], kinds: Sequence[str],
 
 def _summary(frame: pl.DataFrame, out: Path) -> dict[str, Path]:
     values = [c for c in frame.columns if c.startswith("top") or c == "pairwise"]
+    values += [f"se_{v}" for v in values if f"se_{v}" in frame.columns]
     mean = frame.filter(pl.col("scope") == "mean").sort("device", "model")
     summary: dict[str, dict] = {}
     for row in mean.iter_rows(named=True):

@@ -48,10 +48,17 @@ class TuneResult:
     torch_ms: float                # PyTorch eager on the same cores
     max_abs_err: float             # against PyTorch's outputs
     tune_s: float
+    build_s: float                 # of tune_s: building candidates
+    run_s: float                   # of tune_s: running them on the device
     compile_s: float
     records_added: int
     out: str
     curve: list[dict] = field(default_factory=list)
+
+    @property
+    def overhead_share(self) -> float:
+        """The share of tuning wall time spent neither building nor running kernels."""
+        return max(0.0, self.tune_s - self.build_s - self.run_s) / self.tune_s if self.tune_s else 0.0
 
 
 def resolve_instance(paths: Paths, network: str):
@@ -191,7 +198,11 @@ def _reset_meta_schedule_logging() -> None:
 
 def tune_network(paths: Paths, network: str, device_name: str, model: str = "latest", *,
                  trials: int = 1000, update: str = "none", seed: int = 0,
+                 population: int = 512, generations: int = 4,
                  out: str | Path | None = None, progress: bool = True) -> TuneResult:
+    """Tune ``network`` for ``device_name`` with ``trials`` measured candidates, MetaSchedule's
+    evolutionary search (``population`` schedules scored by the model per generation, for
+    ``generations`` generations: MetaSchedule's defaults are 512 and 4) guided by ``model``."""
     import concurrent.futures as cf
     import functools
     import multiprocessing
@@ -200,10 +211,11 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     import tvm
 
     from .device import DeviceRegistry, check_runnable
-    from .measure.builder import local_builder
+    from .measure.pooled_builder import pooled_builder
     from .measure.runner import _pin_worker, make_runner
+    from .measure.timed import Stopwatch, timed
     from .store.msjson import import_database
-    from .tvm_compat import meta_schedule
+    from .tvm_compat import compile_database, meta_schedule
     from .zoo.extract import relax_module
 
     ms = meta_schedule()
@@ -216,9 +228,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     cm, what = cost_model_for(paths, device_name, model, update)
     out = Path(out) if out else paths.root / "tuning" / \
         f"{inst.key}-{device_name}-{Path(model).stem}-{update}-s{seed}"
-    if out.exists() and any(out.iterdir()):
-        raise TclError(f"{out} is not empty: a tuning run writes a fresh directory (choose "
-                       "--out, or remove it)")
+    _set_aside_interrupted(paths, out, device)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
     net, example = inst.module(), inst.example()
@@ -235,10 +245,18 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     database = ms.database.JSONDatabase(work_dir=str(out / "database"))
     _reset_meta_schedule_logging()
     start = time.perf_counter()
+    if population < 2 or generations < 0:
+        raise TclError(f"population {population} / generations {generations}: expected a "
+                       "population of at least 2 and generations >= 0")
+    strategy = ms.search_strategy.EvolutionarySearch(
+        population_size=population, init_min_unmeasured=min(50, population),
+        genetic_num_iters=generations)
+    watch = Stopwatch()
+    builder, runner = timed(pooled_builder(), make_runner(device), watch)
     ms.relax_integration.tune_relax(
         mod, {}, target, work_dir=str(out / "work"), max_trials_global=trials,
-        num_trials_per_iter=per_iter, builder=local_builder(), runner=make_runner(device),
-        database=database, cost_model=cm,
+        num_trials_per_iter=per_iter, builder=builder, runner=runner,
+        database=database, cost_model=cm, strategy=strategy,
         measure_callbacks=[ms.measure_callback.AddToDatabase(),
                            ms.measure_callback.RemoveBuildArtifact(),
                            ms.measure_callback.UpdateCostModel(), callback],
@@ -246,7 +264,8 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     tune_s = time.perf_counter() - start
     callback.bar.close()
     start = time.perf_counter()
-    executable = ms.relax_integration.compile_relax(database, mod, target, None)
+    executable = ms.relax_integration.compile_relax(compile_database(database), mod, target,
+                                                   None)
     lib = out / "network.so"
     executable.export_library(str(lib))
     compile_s = time.perf_counter() - start
@@ -275,11 +294,40 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     per_task = {tasks[t].task_name: n for t, n in sorted(callback.trials.items())}
     result = TuneResult(inst.key, device_name, what, update, seed, sum(callback.trials.values()),
                         len(tasks), per_task, mean, std, torch_ms, err, round(tune_s, 1),
-                        round(compile_s, 1), stats.records, str(out), callback.curve)
+                        round(watch.build_s, 1), round(watch.run_s, 1), round(compile_s, 1),
+                        stats.records, str(out), callback.curve)
     write_curve(result, out)
+    summary = {k: v for k, v in asdict(result).items() if k != "curve"}
     (out / "summary.json").write_text(json.dumps(
-        {k: v for k, v in asdict(result).items() if k != "curve"}, indent=2) + "\n")
+        {**summary, "overhead_share": round(result.overhead_share, 4)}, indent=2) + "\n")
     return result
+
+
+def _set_aside_interrupted(paths: Paths, out: Path, device) -> None:
+    """A tuning run starts over in a fresh ``out``. A finished run there is refused; one that
+    was interrupted (no ``summary.json``) gives its measurements to the store (source ``tune``)
+    and is moved aside to ``<out>.interrupted-<n>``, and the new run says so."""
+    if not out.exists() or not any(out.iterdir()):
+        return
+    if (out / "summary.json").exists():
+        raise TclError(f"{out} holds a finished tuning run: a run writes a fresh directory "
+                       "(choose --out, or remove it)")
+    import sys
+
+    from .store.msjson import import_database
+
+    added = 0
+    db = out / "database"
+    if (db / "database_tuning_record.json").is_file() and \
+            (db / "database_tuning_record.json").stat().st_size > 0:
+        added = import_database(paths, db, device, source="tune").records
+    n = 1
+    while out.with_name(f"{out.name}.interrupted-{n}").exists():
+        n += 1
+    aside = out.with_name(f"{out.name}.interrupted-{n}")
+    out.rename(aside)
+    print(f"tune: {out} held an interrupted run; starting over (its {added} new measurements "
+          f"joined the store, its files are in {aside})", file=sys.stderr)
 
 
 def write_curve(result: TuneResult, out: Path) -> None:

@@ -64,6 +64,8 @@ def write_params(directory: Path, raw: dict) -> Path:
     ({"devices": ["cpu-avx2", "cpu-avx2"]}, (), "devices[1]: device 'cpu-avx2' is listed twice"),
     ({"train.hyper.xgb": {"max_dpeth": 3}}, (), "train.hyper.xgb: model kind 'xgb' rejected"),
     ({"train.hyper.xgb": {"seed": 3}}, (), "train.hyper.xgb.seed: set the seed once"),
+    ({"train.seeds": 0}, (), "train.seeds: must be >= 1"),
+    ({}, ("train.seeds",), "train.seeds: missing value"),
 ])
 def test_bad_params_name_the_key(tmp_path, changes, drop, message):
     path = write_params(tmp_path, tiny(changes, drop))
@@ -87,7 +89,8 @@ def test_bad_params_fail_before_any_work(tmp_path, capsys):
 def test_project_params_are_valid():
     params = load_params(ROOT / "params.yaml")
     assert params.paths.root == ROOT / "data"
-    assert set(params.train.models) == {"mamba", "tenset-mlp", "tlp", "xgb"}
+    assert set(params.train.models) == {"mamba", "tenset-mlp", "xgb"}
+    assert params.train.seeds >= 3 and "tlp" in params.train.hyper   # tlp: one line away
 
 
 def test_dvc_yaml_has_one_stage_per_device_and_model():
@@ -152,6 +155,11 @@ def test_dvc_repro_tiny(tiny_repo):
     assert 0 < summary["cpu-avx2"]["xgb"]["top1"] <= 1
     for name in ("evaluation.md", "evaluation.png", "metrics.json", "scores.csv"):
         assert (data / "reports" / name).stat().st_size > 0
+    # train.seeds: 2 models per kind, each figure a mean with its standard error
+    assert (data / "models" / "cpu-avx2" / "mamba.seeds" / "s1.model").is_file()
+    assert summary["cpu-avx2"]["mamba"]["se_top1"] is not None
+    report = (data / "reports" / "evaluation.md").read_text()
+    assert " ± " in report and "n_seeds" in report
     records = _records(data)
     assert len(records) == records["program_id"].n_unique() > 0
     # DVC presents the evaluation.

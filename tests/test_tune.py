@@ -55,7 +55,7 @@ def _synthetic_model(path):
 
 
 @pytest.mark.parametrize("model", ["file", "random"])
-def test_tune_compiles_a_network_that_matches_pytorch(tiny, model, tmp_path):
+def test_tune_compiles_a_network_that_matches_pytorch(tiny, model, tmp_path, capfd):
     from tcl.store.catalog import query
     from tcl.tune import TOLERANCE, tune_network
 
@@ -75,6 +75,27 @@ def test_tune_compiles_a_network_that_matches_pytorch(tiny, model, tmp_path):
     assert json.loads((out / "summary.json").read_text())["trials"] == r.trials
     tuned = query(paths, "select count(*) n from records where source = 'tune'")["n"][0]
     assert tuned >= r.records_added > 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert r.build_s > 0 and r.run_s > 0 and 0 <= summary["overhead_share"] < 1
+    _compile_finds_the_tuned_fused_task(paths, inst, out, capfd)
+
+
+def _compile_finds_the_tuned_fused_task(paths, inst, out, capfd):
+    """compile_relax looks the fused conv2d task up in the database and finds it (TVM 0.27 keys
+    fused functions with an attribute the extracted tasks lack: tcl.tvm_compat.compile_database)."""
+    from tcl.device import DeviceRegistry
+    from tcl.tvm_compat import compile_database, meta_schedule
+    from tcl.zoo.extract import relax_module
+
+    ms = meta_schedule()
+    mod = relax_module(inst, inst.module(), inst.example())
+    db = ms.database.JSONDatabase(work_dir=str(out / "database"))
+    capfd.readouterr()
+    ms.relax_integration.compile_relax(compile_database(db), mod,
+                                       DeviceRegistry(paths).get("cpu-avx2").tvm_target(), None,
+                                       enable_warning=True)
+    missing = [line for line in capfd.readouterr().err.splitlines() if "not found" in line]
+    assert not [line for line in missing if "conv2d" in line], missing
 
 
 def test_a_budget_below_one_trial_per_task_is_refused(tiny, tmp_path):
@@ -86,3 +107,66 @@ def test_a_budget_below_one_trial_per_task_is_refused(tiny, tmp_path):
                      progress=False)
     with pytest.raises(TclError, match="unknown network 'nope'"):
         tune_network(paths, "nope", "cpu-avx2", "random", trials=8, progress=False)
+
+
+def test_tune_bad_inputs_are_named(tiny, tmp_path, capsys):
+    from tcl.cli import main
+    from tcl.tune import tune_network
+
+    paths, _, _ = tiny
+    with pytest.raises(TclError, match="unknown device 'gpu-9000'"):
+        tune_network(paths, "tiny", "gpu-9000", "random", trials=8, progress=False)
+    with pytest.raises(TclError, match="fewer than the .* tasks"):
+        tune_network(paths, "tiny", "cpu-avx2", "random", trials=0, out=tmp_path / "z",
+                     progress=False)
+    with pytest.raises(SystemExit):
+        main(["--data", str(paths.root), "tune", "--network", "tiny", "--device", "cpu-avx2",
+              "--trials", "0"])
+    assert "--trials" in capsys.readouterr().err
+    # no registered continual model and no trained kind for the device
+    with pytest.raises(TclError, match="no model for device 'cpu-sse42'"):
+        tune_network(paths, "tiny", "cpu-sse42", "latest", trials=8, out=tmp_path / "l",
+                     progress=False)
+
+
+def test_an_interrupted_run_keeps_its_measurements_and_starts_over(tiny, tmp_path, capsys):
+    """Killed mid-run, a tuning run's directory holds a database but no summary; the next run
+    with the same --out gives those records to the store, moves the directory aside, says so,
+    and tunes afresh."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from tcl.store.catalog import query
+    from tcl.tune import tune_network
+
+    paths, _, root = tiny
+    out = tmp_path / "run"
+    tcl = Path(sys.executable).parent / "tcl"
+    proc = subprocess.Popen([tcl, "--data", str(paths.root), "tune", "--network", "tiny",
+                             "--device", "cpu-avx2", "--model", "random", "--trials", "200",
+                             "--out", str(out)], cwd=root, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    records = out / "database" / "database_tuning_record.json"
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None and not (
+            records.is_file() and records.stat().st_size > 0):
+        time.sleep(1)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "summary.json").exists()
+    before = query(paths, "select count(*) n from records where source = 'tune'")["n"][0]
+    r = tune_network(paths, "tiny", "cpu-avx2", "random", trials=8, out=out, progress=False)
+    err = capsys.readouterr().err
+    assert "held an interrupted run; starting over" in err
+    aside = tmp_path / "run.interrupted-1"
+    assert (aside / "database" / "database_tuning_record.json").stat().st_size > 0
+    after = query(paths, "select count(*) n from records where source = 'tune'")["n"][0]
+    assert after >= before and (out / "summary.json").is_file() and r.trials > 0
+    with pytest.raises(TclError, match="holds a finished tuning run"):
+        tune_network(paths, "tiny", "cpu-avx2", "random", trials=8, out=out, progress=False)
+

@@ -46,3 +46,21 @@ def build_to_bytes(mod_json: str, target_json: str) -> tuple[bytes | None, str |
     finally:
         if out is not None:
             shutil.rmtree(out.parent, ignore_errors=True)
+
+
+def builder_result(data: bytes | None, error: str | None):
+    """A MetaSchedule BuilderResult from ``build_to_bytes``'s answer: the library written to a
+    fresh local temp directory (where the runner reads it), or the build error."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from ..tvm_compat import meta_schedule
+
+    ms = meta_schedule()
+    if data is None:
+        return ms.builder.BuilderResult(None, error)
+    local = Path(tempfile.mkdtemp(prefix="tcl-build-")) / "tvm_tmp_mod.tar"
+    local.write_bytes(data)
+    return ms.builder.BuilderResult(os.fspath(local), None)
+

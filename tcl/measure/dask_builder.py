@@ -8,11 +8,7 @@ or RPC) reads it, whichever machine built it.
 """
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
-
-from .builder import build_to_bytes
+from .builder import build_to_bytes, builder_result
 
 
 def dask_builder(client, timeout_sec: float = 60.0):
@@ -54,10 +50,5 @@ def _build(ms, client, build_inputs, timeout_sec: float) -> list:
             data, error = f.result()
         except Exception as e:  # noqa: BLE001 - a worker that died: this build failed
             data, error = None, f"Dask worker failed: {type(e).__name__}: {e}"
-        if data is None:
-            results.append(ms.builder.BuilderResult(None, error))
-            continue
-        local = Path(tempfile.mkdtemp(prefix="tcl-dask-build-")) / "tvm_tmp_mod.tar"
-        local.write_bytes(data)
-        results.append(ms.builder.BuilderResult(os.fspath(local), None))
+        results.append(builder_result(data, error))
     return results

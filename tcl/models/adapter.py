@@ -9,8 +9,10 @@ update() has two modes:
   device ranks candidates from the first batch; measured results are not learned during search).
 - "refit": measured candidates are labelled per workload (tcl.metrics.labels) and, as
   MetaSchedule's XGBModel does with adaptive training, the model is refit on ``base`` plus
-  everything measured whenever the measured set grew by 20% since the last fit. ``fit`` is the
-  model's own: from scratch for XGB; whatever the neural models' fit does for them.
+  everything measured whenever the measured set grew by 20% since the last fit, and by at least
+  64 candidates (a neural fit takes tens of seconds: refitting after every small round would
+  cost more than the search). ``fit`` is the model's own: from scratch for XGB; whatever the
+  neural models' fit does for them.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from tvm.ir.utils import derived_object  # noqa: E402
 
 UPDATE_MODES = ("none", "refit")
 _REFIT_GROWTH = 0.2  # MetaSchedule's adaptive training threshold (retrain after +20% data)
+_REFIT_MIN = 64      # ... and after at least this many new measurements
 
 
 def _offsets(counts) -> np.ndarray:
@@ -108,7 +111,8 @@ class TclCostModel(ms.cost_model.PyCostModel):
         key = f"{tvm_ffi.structural_hash(context.mod):016x}"
         self._measured.setdefault(key, []).append((programs, run_secs))
         self._n_measured += len(candidates)
-        if self._n_measured - self._n_at_last_fit < _REFIT_GROWTH * self._n_at_last_fit:
+        grown = self._n_measured - self._n_at_last_fit
+        if grown < max(_REFIT_GROWTH * self._n_at_last_fit, _REFIT_MIN):
             return
         self._n_at_last_fit = self._n_measured
         self.model.fit(self._training_set())

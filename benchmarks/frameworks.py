@@ -1,0 +1,157 @@
+"""What users would run instead of tuning (issue 16, point 4): the same networks in PyTorch eager,
+``torch.compile`` (inductor) and onnxruntime, on the same cores and thread count as the profile.
+
+Each (network, device) runs in a fresh process pinned to the profile's cores, as ``tcl tune``
+times its compiled network (``tcl.measure.runner._pin_worker``). Latency: the median of
+``--repeat`` runs after warm-up (torch.compile's compile time is reported apart). onnxruntime is
+used when it is installed (``pip install -e ".[baselines]"``) and skipped, with a note, when not.
+With ``--tuning`` the table adds tcl's tuned latency from ``benchmarks/tuning.py``'s results.
+
+    python benchmarks/frameworks.py --networks resnet18,bert_tiny --devices cpu-sse42,cpu-avx2-1c \\
+        --results docs/bench-frameworks.jsonl
+    python benchmarks/frameworks.py --summarize --results docs/bench-frameworks.jsonl \\
+        --tuning docs/bench-tuning.jsonl
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import functools
+import json
+import math
+import multiprocessing
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tcl.config import Paths, TclError
+
+
+def _median_ms(fn, repeat: int) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return float(np.median(times))
+
+
+def measure(network: str, batch: int, size, threads: int, repeat: int) -> dict:
+    """Runs pinned to the profile's cores: each framework's latency on one network."""
+    import torch
+
+    from tcl.zoo.networks import NETWORKS
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = NETWORKS[network].model(size).eval()
+    example = NETWORKS[network].example(batch, size)
+    row: dict = {}
+    with torch.no_grad():
+        row["eager_ms"] = _median_ms(lambda: model(*example), repeat)
+        start = time.perf_counter()
+        compiled = torch.compile(model)
+        compiled(*example)
+        row["compile_s"] = round(time.perf_counter() - start, 1)
+        row["torch_compile_ms"] = _median_ms(lambda: compiled(*example), repeat)
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        row["onnxruntime_ms"], row["onnxruntime_note"] = math.nan, "onnxruntime not installed"
+        return row
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/model.onnx"
+        torch.onnx.export(model, tuple(example), path, dynamo=True)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
+        session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+        feeds = {i.name: x.numpy() for i, x in zip(session.get_inputs(), example)}
+        row["onnxruntime_ms"] = _median_ms(lambda: session.run(None, feeds), repeat)
+        row["onnxruntime_version"] = ort.__version__
+    row["torch_version"] = torch.__version__
+    return row
+
+
+def run(args) -> None:
+    from tcl.device import DeviceRegistry, check_runnable
+    from tcl.measure.runner import _pin_worker
+    from tcl.tune import resolve_instance
+
+    paths, results = Paths(Path(args.data).resolve()), Path(args.results)
+    done = set()
+    if results.exists():
+        done = {(r["network_arg"], r["device"]) for r in map(json.loads, results.read_text()
+                                                              .splitlines())}
+    for network in args.networks.split(","):
+        inst = resolve_instance(paths, network)
+        for name in args.devices.split(","):
+            if (network, name) in done:
+                continue
+            device = DeviceRegistry(paths).get(name)
+            check_runnable(device)
+            with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=functools.partial(_pin_worker,
+                                                                      device.num_cores)) as pool:
+                row = pool.submit(measure, inst.network, inst.batch, inst.size,
+                                  device.num_cores, args.repeat).result()
+            row = {"network_arg": network, "network": inst.key, "device": name,
+                   "threads": device.num_cores, **row}
+            with results.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(f"{inst.key} {name}: eager {row['eager_ms']:.2f} ms, torch.compile "
+                  f"{row['torch_compile_ms']:.2f} ms, onnxruntime {row['onnxruntime_ms']:.2f} ms",
+                  file=sys.stderr)
+
+
+def summarize(results: Path, tuning: Path | None) -> None:
+    rows = [json.loads(line) for line in results.read_text().splitlines() if line]
+    if not rows:
+        raise TclError(f"{results} holds no runs yet")
+    tuned: dict[tuple, dict[str, list[float]]] = {}
+    if tuning is not None and tuning.exists():
+        for r in map(json.loads, tuning.read_text().splitlines()):
+            name = r["model_arg"] + ("" if r["update"] == "none" else f" ({r['update']})")
+            tuned.setdefault((r["network_arg"], r["device"]), {}).setdefault(
+                name, []).append(r["latency_ms"])
+    print("| network | device | threads | PyTorch eager ms | torch.compile ms (compile s) | "
+          "onnxruntime ms | tuned: best model, ms | tuned / eager | tuned / torch.compile | "
+          "tuned / onnxruntime |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        models = tuned.get((r["network_arg"], r["device"]), {})
+        best = min(models, key=lambda m: np.mean(models[m])) if models else None
+        ms = float(np.mean(models[best])) if best else math.nan
+        print(f"| {r['network']} | {r['device']} | {r['threads']} | {r['eager_ms']:.2f} | "
+              f"{r['torch_compile_ms']:.2f} ({r['compile_s']:.0f}) | {r['onnxruntime_ms']:.2f} | "
+              f"{best or '-'}: {ms:.2f} | {ms / r['eager_ms']:.2f} | "
+              f"{ms / r['torch_compile_ms']:.2f} | {ms / r['onnxruntime_ms']:.2f} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default="data")
+    ap.add_argument("--networks", default="resnet18,bert_tiny")
+    ap.add_argument("--devices", default="cpu-sse42,cpu-avx2-1c")
+    ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--results", default="docs/bench-frameworks.jsonl")
+    ap.add_argument("--summarize", action="store_true")
+    ap.add_argument("--tuning", help="with --summarize: benchmarks/tuning.py's results")
+    args = ap.parse_args(argv)
+    try:
+        if args.summarize:
+            summarize(Path(args.results), Path(args.tuning) if args.tuning else None)
+        else:
+            run(args)
+    except TclError as e:
+        print(f"frameworks: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
