@@ -126,10 +126,11 @@ def summarize(results: Path, tuning: Path | None) -> None:
         models = tuned.get((r["network_arg"], r["device"]), {})
         best = min(models, key=lambda m: np.mean(models[m])) if models else None
         ms = float(np.mean(models[best])) if best else math.nan
+        ratio = (lambda x: "-" if ms != ms or x != x else f"{ms / x:.2f}")
         print(f"| {r['network']} | {r['device']} | {r['threads']} | {r['eager_ms']:.2f} | "
               f"{r['torch_compile_ms']:.2f} ({r['compile_s']:.0f}) | {r['onnxruntime_ms']:.2f} | "
-              f"{best or '-'}: {ms:.2f} | {ms / r['eager_ms']:.2f} | "
-              f"{ms / r['torch_compile_ms']:.2f} | {ms / r['onnxruntime_ms']:.2f} |")
+              + (f"{best}: {ms:.2f}" if best else "not tuned") + f" | {ratio(r['eager_ms'])} | "
+              f"{ratio(r['torch_compile_ms'])} | {ratio(r['onnxruntime_ms'])} |")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -132,8 +132,11 @@ def _progress_callback(total: int, weights: dict[int, float], show: bool):
                     self.best[task_id] = min(self.best.get(task_id, np.inf), float(np.mean(secs)))
             self.trials[task_id] = self.trials.get(task_id, 0) + len(measure_candidates)
             n = sum(self.trials.values())
-            estimate = (sum(weights[t] * self.best[t] for t in weights) * 1e3
-                        if all(t in self.best for t in weights) else float("nan"))
+            # defined once every task has had its first round; a task none of whose candidates
+            # ran (e.g. an embedding gather, which MetaSchedule's runner feeds random indices)
+            # is left out of the sum, as it has no latency to add
+            estimate = (sum(weights[t] * self.best[t] for t in weights if t in self.best) * 1e3
+                        if all(t in self.trials for t in weights) else float("nan"))
             elapsed = time.perf_counter() - self.start
             self.curve.append({"trials": n, "wall_s": round(elapsed, 2),
                                "estimate_ms": estimate})
