@@ -160,8 +160,8 @@ def _metrics_json(frame: pl.DataFrame) -> dict:
     out: dict = {}
     for row in frame.iter_rows(named=True):
         node = out.setdefault(row["device"] or "all", {}).setdefault(row["model"], {})
-        entry = {c: _clean(row[c]) for c in values + ["n_tasks"]
-                 + [f"se_{v}" for v in values if f"se_{v}" in row] + ["n_seeds"] * ("n_seeds" in row)}
+        seeded = [f"se_{v}" for v in values if f"se_{v}" in row] + ["n_seeds"] * ("n_seeds" in row)
+        entry = {c: _clean(row[c]) for c in values + ["n_tasks"] + seeded}
         if row["scope"] == "mean":
             node["mean"] = entry
         else:

@@ -58,7 +58,9 @@ class TuneResult:
     @property
     def overhead_share(self) -> float:
         """The share of tuning wall time spent neither building nor running kernels."""
-        return max(0.0, self.tune_s - self.build_s - self.run_s) / self.tune_s if self.tune_s else 0.0
+        if not self.tune_s:
+            return 0.0
+        return max(0.0, self.tune_s - self.build_s - self.run_s) / self.tune_s
 
 
 def resolve_instance(paths: Paths, network: str):
@@ -213,6 +215,9 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     import torch
     import tvm
 
+    if population < 2 or generations < 0:
+        raise TclError(f"population {population} / generations {generations}: expected a "
+                       "population of at least 2 and generations >= 0")
     from .device import DeviceRegistry, check_runnable
     from .measure.pooled_builder import pooled_builder
     from .measure.runner import _pin_worker, make_runner
@@ -248,9 +253,6 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     database = ms.database.JSONDatabase(work_dir=str(out / "database"))
     _reset_meta_schedule_logging()
     start = time.perf_counter()
-    if population < 2 or generations < 0:
-        raise TclError(f"population {population} / generations {generations}: expected a "
-                       "population of at least 2 and generations >= 0")
     strategy = ms.search_strategy.EvolutionarySearch(
         population_size=population, init_min_unmeasured=min(50, population),
         genetic_num_iters=generations)

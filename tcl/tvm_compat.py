@@ -54,7 +54,7 @@ def meta_schedule():
 # FuseTIR makes keep "op_pattern", while the tasks extracted for them lack it; unfused functions
 # carry it in both). The database keys workloads by structural hash, attributes included, so every
 # fused task's tuning record was "not found" at compile time and fell back to an unscheduled loop
-# nest (measured: bert_tiny on one core ran in 88 ms instead of 15).
+# nest (measured: bert_tiny-b1-128 on one core ran in 88 ms instead of 8).
 _COMPILE_ONLY_ATTRS = ("op_pattern",)
 
 
