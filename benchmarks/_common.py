@@ -1,7 +1,23 @@
 """Helpers the benchmark scripts share (scripts import it from their own directory)."""
 from __future__ import annotations
 
+from typing import Callable
+
 import polars as pl
+
+
+def report_errors(name: str, job: Callable[[], None]) -> int:
+    """A script's exit status: 0, or 2 with ``name: error: ...`` when ``job`` raises TclError."""
+    import sys
+
+    from tcl.config import TclError
+
+    try:
+        job()
+    except TclError as e:
+        print(f"{name}: error: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def parse_value(text: str):

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from _common import report_errors
 from tcl.config import Paths, TclError
 
 
@@ -143,15 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--summarize", action="store_true")
     ap.add_argument("--tuning", help="with --summarize: benchmarks/tuning.py's results")
     args = ap.parse_args(argv)
-    try:
-        if args.summarize:
-            summarize(Path(args.results), Path(args.tuning) if args.tuning else None)
-        else:
-            run(args)
-    except TclError as e:
-        print(f"frameworks: error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    if args.summarize:
+        return report_errors("frameworks", lambda: summarize(
+            Path(args.results), Path(args.tuning) if args.tuning else None))
+    return report_errors("frameworks", lambda: run(args))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from _common import report_errors
 from tcl.config import Paths, TclError
 from tcl.metrics import standard_error as _se
 
@@ -294,17 +295,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--recurve", action="store_true",
                     help="recompute the curves of --results from the runs' files, then stop")
     args = ap.parse_args(argv)
-    try:
-        if args.recurve:
-            recurve(Path(args.results), Path(args.work))
-        elif args.summarize:
-            summarize(Path(args.results), args.plot)
-        else:
-            run(args)
-    except TclError as e:
-        print(f"tuning: error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    if args.recurve:
+        return report_errors("tuning", lambda: recurve(Path(args.results), Path(args.work)))
+    if args.summarize:
+        return report_errors("tuning", lambda: summarize(Path(args.results), args.plot))
+    return report_errors("tuning", lambda: run(args))
 
 
 if __name__ == "__main__":

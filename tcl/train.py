@@ -114,10 +114,7 @@ def train_seeds(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | No
     seeds = list(seeds)
     extra = seeds_dir(paths, device, kind)
     shutil.rmtree(extra, ignore_errors=True)         # no model of a seed no longer asked for
-    if len(seeds) > 1:
-        extra.mkdir(parents=True)
-    else:
-        extra.mkdir(parents=True, exist_ok=True)     # a DVC out: present, empty
+    extra.mkdir(parents=True)                        # a DVC out: present, empty for one seed
     task_ids = None if task_ids is None else list(task_ids)
     jobs = [dict(hyper=hyper, seed=seed, valid_fraction=valid_fraction, task_ids=task_ids,
                  index=i) for i, seed in enumerate(seeds)]
