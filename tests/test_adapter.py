@@ -144,8 +144,10 @@ def test_tune_tir_with_tcl_model(tmp_path, programs):
 
     with pytest.raises(TclError, match="update_mode"):
         TclCostModel(XGBModel(), update_mode="sometimes")
+    with pytest.raises(TclError, match="refit_min"):
+        TclCostModel(XGBModel(), update_mode="refit", refit_min=0)
     model = _Counting(XGBModel(**FAST).fit(programs))
-    cost_model = TclCostModel(model, update_mode="refit", base=programs)
+    cost_model = TclCostModel(model, update_mode="refit", base=programs, refit_min=8)
     work_dir = tmp_path / "tune"
     database = ms.tune_tir(
         te.create_prim_func(te_workload.matmul(64, 64, 64)),

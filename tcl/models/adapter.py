@@ -10,8 +10,8 @@ update() has two modes:
 - "refit": measured candidates are labelled per workload (tcl.metrics.labels) and, as
   MetaSchedule's XGBModel does with adaptive training, the model is refit on ``base`` plus
   everything measured whenever the measured set grew by 20% since the last fit, and by at least
-  64 candidates (a neural fit takes tens of seconds: refitting after every small round would
-  cost more than the search). ``fit`` is the model's own: from scratch for XGB; whatever the
+  ``refit_min`` candidates (64 by default: a neural fit takes tens of seconds, and refitting
+  after every small round would cost more than the search). ``fit`` is the model's own: from scratch for XGB; whatever the
   neural models' fit does for them.
 """
 from __future__ import annotations
@@ -68,7 +68,8 @@ def featurize_candidates(context, candidates, extractor=None, group: int = 0) ->
 class TclCostModel(ms.cost_model.PyCostModel):
     """Wraps ``model`` (a fitted tcl CostModel) for MetaSchedule search."""
 
-    def __init__(self, model: CostModel, update_mode: str = "none", base: ProgramSet | None = None):
+    def __init__(self, model: CostModel, update_mode: str = "none", base: ProgramSet | None = None,
+                 refit_min: int = _REFIT_MIN):
         super().__init__()
         if not isinstance(model, CostModel):
             raise TclError(f"TclCostModel needs a tcl CostModel; got {type(model).__name__}")
@@ -76,9 +77,12 @@ class TclCostModel(ms.cost_model.PyCostModel):
             raise TclError(f"update_mode {update_mode!r} is unknown; expected one of {UPDATE_MODES}")
         if base is not None and base.labels is None:
             raise TclError("base programs for refitting need labels")
+        if refit_min < 1:
+            raise TclError(f"refit_min must be at least 1; got {refit_min}")
         self.model = model
         self.update_mode = update_mode
         self.base = base
+        self.refit_min = refit_min
         self.extractor = ms.feature_extractor.PerStoreFeature()
         self._measured: dict[str, list[tuple[ProgramSet, np.ndarray]]] = {}
         self._n_measured = 0
@@ -112,7 +116,7 @@ class TclCostModel(ms.cost_model.PyCostModel):
         self._measured.setdefault(key, []).append((programs, run_secs))
         self._n_measured += len(candidates)
         grown = self._n_measured - self._n_at_last_fit
-        if grown < max(_REFIT_GROWTH * self._n_at_last_fit, _REFIT_MIN):
+        if grown < max(_REFIT_GROWTH * self._n_at_last_fit, self.refit_min):
             return
         self._n_at_last_fit = self._n_measured
         self.model.fit(self._training_set())
