@@ -29,17 +29,7 @@ import numpy as np
 
 from _common import report_errors
 from tcl.config import Paths, TclError
-
-
-def _median_ms(fn, repeat: int) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return float(np.median(times))
+from tcl.measure.timed import median_ms
 
 
 def measure(network: str, batch: int, size, threads: int, repeat: int) -> dict:
@@ -54,12 +44,12 @@ def measure(network: str, batch: int, size, threads: int, repeat: int) -> dict:
     example = NETWORKS[network].example(batch, size)
     row: dict = {}
     with torch.no_grad():
-        row["eager_ms"] = _median_ms(lambda: model(*example), repeat)
+        row["eager_ms"] = median_ms(lambda: model(*example), repeat)
         start = time.perf_counter()
         compiled = torch.compile(model)
         compiled(*example)
         row["compile_s"] = round(time.perf_counter() - start, 1)
-        row["torch_compile_ms"] = _median_ms(lambda: compiled(*example), repeat)
+        row["torch_compile_ms"] = median_ms(lambda: compiled(*example), repeat)
     try:
         import onnxruntime as ort
     except ImportError:
@@ -72,7 +62,7 @@ def measure(network: str, batch: int, size, threads: int, repeat: int) -> dict:
         opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
         session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
         feeds = {i.name: x.numpy() for i, x in zip(session.get_inputs(), example)}
-        row["onnxruntime_ms"] = _median_ms(lambda: session.run(None, feeds), repeat)
+        row["onnxruntime_ms"] = median_ms(lambda: session.run(None, feeds), repeat)
         row["onnxruntime_version"] = ort.__version__
     row["torch_version"] = torch.__version__
     return row

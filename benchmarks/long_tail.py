@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from _common import report_errors
 from tcl import metrics
 from tcl.config import Paths, TclError
 from tcl.zoo.networks import LONG_TAIL
@@ -135,6 +136,8 @@ def run_device(paths: Paths, device: str, models: list[str], seeds: list[int], h
 
 
 def _frame(results: Path) -> pl.DataFrame:
+    if not results.is_file():
+        raise TclError(f"{results} does not exist: run the benchmark first (without --summarize)")
     rows = [json.loads(line) for line in results.read_text().splitlines() if line]
     if not rows:
         raise TclError(f"{results} holds no results yet")
@@ -247,6 +250,34 @@ def summarize(results: Path, paths: Paths, plot_file: Path | None) -> None:
         print(f"plot: {plot_file}")
 
 
+def run(args, paths: Paths, results: Path) -> None:
+    """Leave each family out in turn, per device and model kind; results are appended."""
+    from tcl.params import load_params
+
+    params = load_params(args.params, check_models=False)
+    results.parent.mkdir(parents=True, exist_ok=True)
+    families = args.families.split(",")
+    unknown = set(families) - set(LONG_TAIL)
+    if unknown:
+        raise TclError(f"unknown families {sorted(unknown)}; expected some of {LONG_TAIL}")
+    models = args.models.split(",")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    random_seeds = [int(s) for s in args.random_seeds.split(",")]
+    cheap = [m for m in models if m in CHEAP]
+    slow = [m for m in models if m not in CHEAP]
+    for device in args.devices.split(","):
+        fit = lambda kinds, seeds_: run_device(  # noqa: E731
+            paths, device, kinds, seeds_, params.train.hyper, params.train.valid_fraction,
+            results, families)
+        if "random" in models:
+            fit(["random"], random_seeds)
+        for kind in [m for m in cheap if m != "random"]:
+            fit([kind], seeds)
+        for seed in seeds:      # slow kinds seed by seed: an interrupted run has every kind
+            for kind in slow:
+                fit([kind], [seed])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default="data")
@@ -262,39 +293,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plot", help="with --summarize: write the plot here")
     args = ap.parse_args(argv)
     paths, results = Paths(Path(args.data).resolve()), Path(args.results)
-    try:
-        if args.summarize:
-            summarize(results, paths, Path(args.plot) if args.plot else None)
-            return 0
-        from tcl.params import load_params
-
-        params = load_params(args.params, check_models=False)
-        results.parent.mkdir(parents=True, exist_ok=True)
-        families = args.families.split(",")
-        unknown = set(families) - set(LONG_TAIL)
-        if unknown:
-            raise TclError(f"unknown families {sorted(unknown)}; expected some of {LONG_TAIL}")
-        models = args.models.split(",")
-        seeds = [int(s) for s in args.seeds.split(",")]
-        random_seeds = [int(s) for s in args.random_seeds.split(",")]
-        cheap = [m for m in models if m in CHEAP]
-        slow = [m for m in models if m not in CHEAP]
-        for device in args.devices.split(","):
-            fit = lambda kinds, seeds_: run_device(  # noqa: E731
-                paths, device, kinds, seeds_, params.train.hyper, params.train.valid_fraction,
-                results, families)
-            if "random" in models:
-                fit(["random"], random_seeds)
-            for kind in [m for m in cheap if m != "random"]:
-                fit([kind], seeds)
-            for seed in seeds:      # slow kinds seed by seed: an interrupted run has every kind
-                for kind in slow:
-                    fit([kind], [seed])
-    except TclError as e:
-        print(f"long_tail: error: {e}", file=sys.stderr)
-        return 2
-    return 0
-
+    if args.summarize:
+        return report_errors("long_tail", lambda: summarize(
+            results, paths, Path(args.plot) if args.plot else None))
+    return report_errors("long_tail", lambda: run(args, paths, results))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -170,6 +170,7 @@ def _measure_in_pinned_process(lib_file: str, inputs: list[np.ndarray], num_core
     if torch_spec is not None:
         import torch
 
+        from .measure.timed import median_ms
         from .zoo.networks import NETWORKS
 
         torch.set_num_threads(num_cores)
@@ -177,14 +178,7 @@ def _measure_in_pinned_process(lib_file: str, inputs: list[np.ndarray], num_core
         model = NETWORKS[name].model(size)
         example = NETWORKS[name].example(batch, size)
         with torch.no_grad():
-            for _ in range(3):
-                model(*example)
-            times = []
-            for _ in range(max(repeat, 5)):
-                t = time.perf_counter()
-                model(*example)
-                times.append((time.perf_counter() - t) * 1e3)
-        torch_ms = float(np.median(times))
+            torch_ms = median_ms(lambda: model(*example), max(repeat, 5))
     return outs, float(res.mean()), float(res.std()), torch_ms
 
 
