@@ -13,6 +13,10 @@ PROJECT = Path(__file__).resolve().parent.parent
 def prefect_defaults() -> None:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    # Prefect retries a request 5 times with 2**n s back-off: a server that went away held a
+    # run for about 5 minutes of retries before it failed. Every stage resumes from the store,
+    # so 2 retries (6 s: a restart blip) and a clear error serve better.
+    os.environ.setdefault("PREFECT_CLIENT_MAX_RETRIES", "2")
     if "PREFECT_HOME" not in os.environ:
         home = PROJECT / ".prefect"
         home.mkdir(exist_ok=True)
@@ -35,11 +39,29 @@ def main(flow, argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("TVM_LOG_LEVEL", "WARNING")
     try:
-        flow(params_file=args.params)
+        run_flow(flow, params_file=args.params)
     except TclError as e:
         print(f"{flow.name}: error: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def run_flow(flow, **parameters):
+    """``flow(**parameters)``; a Prefect API that goes away mid-run is a TclError that names it
+    (what the run measured is in the store already: running again resumes)."""
+    import httpx
+
+    from tcl.config import TclError
+
+    try:
+        return flow(**parameters)
+    except httpx.TransportError as e:
+        from prefect.settings import PREFECT_API_URL
+
+        api = PREFECT_API_URL.value() or "the ephemeral Prefect API"
+        raise TclError(f"flow {flow.name}: the Prefect API at {api} went away mid-run "
+                       f"({type(e).__name__}: {e}); what it stored is kept: run it again to "
+                       "resume (with no PREFECT_API_URL it runs without a server)") from e
 
 
 def map_over_tasks(task_fn, params) -> int:

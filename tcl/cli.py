@@ -141,10 +141,11 @@ def _trigger_add_device(args) -> int:
         print(f"emitted {args.name!r} as tcl.device.added: the add-device deployment that "
               "`tcl serve` serves runs it (watch it in the Prefect UI)")
         return 0
+    from flows._common import run_flow
     from flows.add_device import add_device
 
     emit_device_added(args.name, args.params)   # recorded by the ephemeral API, if any
-    add_device(device=args.name, params_file=args.params)
+    run_flow(add_device, device=args.name, params_file=args.params)
     return 0
 
 

@@ -7,6 +7,12 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# Prefect's state (the ephemeral API's SQLite database) per test process, not the checkout's
+# .prefect: parallel workers would otherwise share one database file.
+if "PREFECT_HOME" not in os.environ:
+    import tempfile
+
+    os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="tcl-tests-prefect-")
 
 
 @pytest.fixture

@@ -71,7 +71,7 @@ def zoo_root(zoo_template, tmp_path):
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
 def test_a_signal_stops_collection_in_seconds_keeping_what_finished(zoo_root, how):
     cmd = TCL + ["--data", str(zoo_root), "collect", "--device", "cpu-avx2", *ZOO,
-                 "--programs-per-task", "10", "--batch-size", "2"]
+                 "--programs-per-task", "6", "--batch-size", "2"]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     paths = Paths(zoo_root)
@@ -92,11 +92,11 @@ def test_a_signal_stops_collection_in_seconds_keeping_what_finished(zoo_root, ho
     assert took < 30, f"stopped {took:.0f}s after the signal"
     wait_for(lambda: not session_procs(proc.pid), 10, "no worker left behind")
     first = raw_records(paths)
-    assert 1 <= len(first) < 20
+    assert 1 <= len(first) < 12
     assert set(first["status"]) == {"ok"}, "a cut-short program was stored as an error"
     subprocess.run(cmd, check=True, timeout=900, capture_output=True)   # resume
     final = raw_records(paths)
-    assert len(final) == 20 and final["record_id"].n_unique() == 20
+    assert len(final) == 12 and final["record_id"].n_unique() == 12
     assert set(first["record_id"]) <= set(final["record_id"])
 
 
