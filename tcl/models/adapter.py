@@ -11,8 +11,8 @@ update() has two modes:
   MetaSchedule's XGBModel does with adaptive training, the model is refit on ``base`` plus
   everything measured whenever the measured set grew by 20% since the last fit, and by at least
   ``refit_min`` candidates (64 by default: a neural fit takes tens of seconds, and refitting
-  after every small round would cost more than the search). ``fit`` is the model's own: from scratch for XGB; whatever the
-  neural models' fit does for them.
+  after every small round would cost more than the search). ``fit`` is the model's own: from
+  scratch for XGB; whatever the neural models' fit does for them.
 """
 from __future__ import annotations
 
