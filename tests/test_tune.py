@@ -43,6 +43,9 @@ def tiny(tmp_path_factory):
     return paths, inst, root
 
 
+SMALL_SEARCH = {"population": 32, "generations": 1}   # MetaSchedule's 512 x 4: 40 s more a run
+
+
 def _synthetic_model(path):
     """An XGB cost model fitted on synthetic features: it ranks real candidates through the
     adapter (its quality is beside the point here)."""
@@ -62,7 +65,8 @@ def test_tune_compiles_a_network_that_matches_pytorch(tiny, model, tmp_path, cap
     paths, inst, root = tiny
     which = str(_synthetic_model(tmp_path / "m.model")) if model == "file" else "random"
     out = tmp_path / "run"
-    r = tune_network(paths, "tiny", "cpu-avx2", which, trials=8, out=out, progress=False)
+    r = tune_network(paths, "tiny", "cpu-avx2", which, trials=8, out=out, progress=False,
+                     **SMALL_SEARCH)
     assert r.network == inst.key and r.tasks >= 2
     assert sum(r.trials_per_task.values()) == r.trials and 0 < r.trials <= 8
     assert set(r.trials_per_task) and min(r.trials_per_task.values()) >= 1   # every task tuned
@@ -148,7 +152,7 @@ def test_an_interrupted_run_keeps_its_measurements_and_starts_over(tiny, tmp_pat
     tcl = Path(sys.executable).parent / "tcl"
     proc = subprocess.Popen([tcl, "--data", str(paths.root), "tune", "--network", "tiny",
                              "--device", "cpu-avx2", "--model", "random", "--trials", "200",
-                             "--out", str(out)], cwd=root, start_new_session=True,
+                             "--population", "32", "--generations", "1", "--out", str(out)], cwd=root, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     records = out / "database" / "database_tuning_record.json"
     deadline = time.time() + 600
@@ -160,7 +164,8 @@ def test_an_interrupted_run_keeps_its_measurements_and_starts_over(tiny, tmp_pat
     proc.wait()
     assert not (out / "summary.json").exists()
     before = query(paths, "select count(*) n from records where source = 'tune'")["n"][0]
-    r = tune_network(paths, "tiny", "cpu-avx2", "random", trials=8, out=out, progress=False)
+    r = tune_network(paths, "tiny", "cpu-avx2", "random", trials=8, out=out, progress=False,
+                     **SMALL_SEARCH)
     err = capsys.readouterr().err
     assert "held an interrupted run; starting over" in err
     aside = tmp_path / "run.interrupted-1"
