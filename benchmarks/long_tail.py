@@ -298,5 +298,6 @@ def main(argv: list[str] | None = None) -> int:
             results, paths, Path(args.plot) if args.plot else None))
     return report_errors("long_tail", lambda: run(args, paths, results))
 
+
 if __name__ == "__main__":
     sys.exit(main())

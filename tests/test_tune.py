@@ -152,7 +152,8 @@ def test_an_interrupted_run_keeps_its_measurements_and_starts_over(tiny, tmp_pat
     tcl = Path(sys.executable).parent / "tcl"
     proc = subprocess.Popen([tcl, "--data", str(paths.root), "tune", "--network", "tiny",
                              "--device", "cpu-avx2", "--model", "random", "--trials", "200",
-                             "--population", "32", "--generations", "1", "--out", str(out)], cwd=root, start_new_session=True,
+                             "--population", "32", "--generations", "1", "--out", str(out)],
+                            cwd=root, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     records = out / "database" / "database_tuning_record.json"
     deadline = time.time() + 600
