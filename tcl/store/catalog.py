@@ -207,10 +207,7 @@ class Catalog:
 
     def sql(self, query: str) -> pl.DataFrame:
         try:
-            result = self.con.sql(query)
-            if result is None:  # e.g. CREATE TABLE t AS PIVOT ..., which parses as MULTI
-                raise TclError(READ_ONLY.format(what="a statement that returns no rows"))
-            return result.pl()
+            return self.con.sql(query).pl()
         except duckdb.Error as e:
             raise TclError(f"query failed: {str(e).splitlines()[0]}") from None
 
