@@ -10,7 +10,7 @@ Two ways in, one definition of the views (``Catalog._define_views``):
 - ``SealedCatalog``, for ``tcl query`` (SQL from a user): Python opens the usable files as
   read-only Arrow datasets and registers them on an in-memory connection, then DuckDB's own file
   access is switched off for good (see ``SealedCatalog._seal``). DuckDB then cannot open any
-  file, so no statement form can write one (or read one outside the store); the statement-type
+  file, so no statement form can write one (or read one, even in the store); the statement-type
   check in ``check_read_only`` only gives the usual one-line answer for the common cases.
 
 The catalog file ``data/tcl.duckdb`` (views only, for other DuckDB clients) is rewritten only
@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
-import uuid
 from pathlib import Path
 from typing import Callable
 
@@ -297,10 +295,9 @@ def _refresh_catalog_file(paths: Paths, fingerprint: str) -> None:
         if not cat.on_file:  # held by another process's writer: the next query tries again
             return
         seen.parent.mkdir(parents=True, exist_ok=True)
-        tmp = seen.with_name(f".tmp-{uuid.uuid4().hex}-{seen.name}")
-        tmp.write_text(json.dumps({"fingerprint": fingerprint,
-                                   "stamp": _stamp(paths.catalog_file)[1:]}))
-        os.replace(tmp, seen)
+        # Not atomic on purpose: a torn note fails to parse and only costs a rebuild.
+        seen.write_text(json.dumps({"fingerprint": fingerprint,
+                                    "stamp": _stamp(paths.catalog_file)[1:]}))
     except (duckdb.Error, OSError):  # not writable now: the next query tries again
         pass
 
