@@ -1,15 +1,18 @@
 """The store cannot be damaged by accident: read-only queries, one device per name, and record
 files that are unusable (foreign schema, wrong types, corrupt pages) named and skipped by every
 reader. Fast: no builds, no measurements (those are in test_reliability.py)."""
+import hashlib
 import json
 
 import duckdb
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from tcl.config import TclError
 from tcl.device import DeviceRegistry, MeasureSettings
-from tcl.store.catalog import Catalog, check_read_only, query
+from tcl.store.catalog import Catalog, SealedCatalog, check_read_only, query
 from tcl.store.records import RECORD_SCHEMA, RecordStore, check_record_file
 from test_store import rows
 
@@ -86,6 +89,127 @@ def test_a_damaged_catalog_file_rebuilds_itself(stored):
     cat.close()
     paths.catalog_file.write_bytes(b"this is not a duckdb file at all" * 100)
     assert count(paths) == 5
+
+
+# ---- queries cannot write, by construction -------------------------------------------------
+
+@pytest.fixture
+def shared(stored, tmp_path):
+    """A store with a model file, and a directory outside it holding a user network module and
+    a CSV: what a statement might aim at. One query has run, so tcl's own files are in place."""
+    paths, store = stored
+    model = paths.models_dir / "cpu-avx2" / "tenset-mlp.pt"
+    model.parent.mkdir(parents=True)
+    model.write_bytes(b"model weights" * 100)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "mynet.py").write_text("def build():\n    return None\n")
+    (outside / "secret.csv").write_text("a,b\n1,2\n")
+    count(paths)
+    return paths, store.files()[0], model, outside
+
+
+def snapshot(*dirs) -> dict[str, str]:
+    """Every file (and directory) under ``dirs`` with a hash of its bytes."""
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for d in dirs for p in sorted(d.rglob("*"))}
+
+
+def test_the_pivot_route_of_issue_22_cannot_write(shared):
+    paths, record_file, model, outside = shared
+    before = snapshot(paths.root, outside)
+    pivot = "PIVOT records ON status USING count(*) GROUP BY device"
+    assert check_read_only(f"COPY ({pivot}) TO 'x.parquet'")  # MULTI: the connection decides
+    for target in (record_file, model, outside / "mynet.py", paths.root / "new.parquet"):
+        with pytest.raises(TclError, match="disabled by configuration") as e:
+            query(paths, f"COPY ({pivot}) TO '{target}' (FORMAT parquet)")
+        assert "\n" not in str(e.value)
+    query(paths, f"CREATE TABLE t AS {pivot}")  # also MULTI: a table in memory, gone after
+    assert "t" not in query(paths, "show tables")["name"].to_list()
+    assert snapshot(paths.root, outside) == before and count(paths) == 5
+
+
+def test_the_sealed_connection_opens_no_file_and_keeps_its_settings(shared):
+    paths, record_file, _, _ = shared
+    cat = SealedCatalog(paths)
+    try:
+        assert cat.sql("select count(*) n from records")["n"][0] == 5  # the views still read
+        for sql in (f"select * from read_parquet('{record_file}')",  # not even the store's own
+                    f"copy records to '{paths.root}/x.csv'", "install httpfs",
+                    f"attach '{paths.root}/x.duckdb' as x"):
+            with pytest.raises(TclError, match="disabled by configuration"):
+                cat.sql(sql)
+        for sql in ("set enable_external_access = true", "reset lock_configuration",
+                    f"set allowed_directories = ['{paths.root}/']", "pragma threads = 1"):
+            with pytest.raises(TclError, match="configuration has been locked"):
+                cat.sql(sql)
+        with pytest.raises(TclError, match="does not exist"):  # no Python object by name
+            cat.sql("select * from cat")
+    finally:
+        cat.close()
+
+
+# Statement pieces: every form the parser takes a query in, around every way DuckDB has to
+# write a file, read one outside the store, or change its own settings.
+FORMS = ["{s}", "{s};", "WITH r AS (SELECT * FROM records) {s}", "FROM ({s})",
+         "SELECT * FROM ({s}) AS sub", "SELECT * FROM records WHERE EXISTS ({s})",
+         "SELECT * FROM query('{e}')", "SELECT * FROM query_table('{e}')",
+         "PIVOT ({s}) ON device USING count(*)", "UNPIVOT ({s}) ON COLUMNS(*) INTO NAME k VALUE v",
+         "COPY ({s}) TO '{t}'", "CREATE TABLE t AS {s}", "SELECT 1; {s}"]
+READS = ["SELECT * FROM records", "FROM records SELECT device, status",
+         "PIVOT records ON status USING count(*) GROUP BY device",
+         "PIVOT records ON status IN ('ok') USING count(*)",
+         "UNPIVOT (SELECT device, build_secs FROM records) ON build_secs INTO NAME k VALUE v",
+         "SELECT * FROM read_csv('{o}/secret.csv')", "SELECT * FROM read_text('{t}')",
+         "SELECT * FROM read_parquet('{d}/**/*.parquet')", "SELECT * FROM glob('{d}/*')"]
+ACTIONS = ["COPY ({q}) TO '{t}'", "COPY ({q}) TO '{t}' (FORMAT parquet)",
+           "COPY ({q}) TO '{d}' (FORMAT parquet, PARTITION_BY (device), OVERWRITE_OR_IGNORE)",
+           "COPY records FROM '{t}'", "EXPORT DATABASE '{d}'", "ATTACH '{t}' AS x",
+           "INSTALL httpfs", "LOAD httpfs", "LOAD '{t}'", "SET enable_external_access = true",
+           "SET allowed_directories = ['{d}']", "RESET lock_configuration",
+           "PRAGMA enable_profiling", "SET profiling_output = '{t}'", "CALL pragma_version()"]
+
+
+@st.composite
+def statements(draw, targets: list[str], dirs: list[str], outside: str) -> str:
+    s = draw(st.sampled_from(READS + ACTIONS))
+    for _ in range(draw(st.integers(0, 2))):
+        form = draw(st.sampled_from(FORMS))
+        s = form.replace("{e}", s.replace("'", "''")).replace("{s}", s)
+    q = draw(st.sampled_from(READS[:5]))
+    return (s.replace("{q}", q).replace("{t}", draw(st.sampled_from(targets)))
+            .replace("{d}", draw(st.sampled_from(dirs))).replace("{o}", outside))
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_no_statement_changes_a_byte_in_or_outside_the_data_root(shared, data):
+    paths, record_file, model, outside = shared
+    targets = [str(record_file), str(model), str(outside / "mynet.py"),
+               str(outside / "new.csv"), str(paths.root / "new.parquet"), str(paths.catalog_file)]
+    dirs = [str(paths.root), str(paths.records_dir), str(outside), str(outside / "new")]
+    sql = data.draw(statements(targets, dirs, str(outside)))
+    before = snapshot(paths.root, outside)
+    try:
+        query(paths, sql)
+        event("query: ran")
+    except TclError as e:  # refused, with one line
+        assert "\n" not in str(e)
+        event(f"query: {str(e)[:40]}")
+    assert snapshot(paths.root, outside) == before, sql
+    # The same statement straight on the sealed connection, without the statement-type check:
+    # the connection alone is the guarantee.
+    cat = SealedCatalog(paths, warn=None)
+    try:
+        for one in duckdb.extract_statements(sql):
+            cat.sql(one.query)
+        event("sealed: ran")
+    except (TclError, duckdb.Error) as e:
+        event(f"sealed: {str(e)[:40]}")
+    finally:
+        cat.close()
+    assert snapshot(paths.root, outside) == before, sql
 
 
 # ---- one device per name --------------------------------------------------------------------

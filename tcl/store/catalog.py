@@ -4,23 +4,31 @@
 The data stays in Parquet; views are defined on every connect from the files that are usable
 (an unusable record file is named and left out, so the rest stays queryable).
 
-``tcl query`` runs on an in-memory connection locked down with DuckDB's own settings: file
-access only inside the data root (to read it), no extension loading, the configuration locked,
-and only SELECT statements (DuckDB's parser decides the statement type). ``COPY ... TO`` into
-an allowed directory would still write, which is why the statement type is checked as well.
-The catalog file ``data/tcl.duckdb`` (views only, for other DuckDB clients) is rebuilt when it
-is damaged; queries never run on it.
+Two ways in, one definition of the views (``Catalog._define_views``):
+
+- ``Catalog``: tcl's own code (trusted SQL); the views read the files with ``read_parquet``.
+- ``SealedCatalog``, for ``tcl query`` (SQL from a user): Python opens the usable files as
+  read-only Arrow datasets and registers them on an in-memory connection, then DuckDB's own file
+  access is switched off for good (see ``SealedCatalog._seal``). DuckDB then cannot open any
+  file, so no statement form can write one (or read one, even in the store); the statement-type
+  check in ``check_read_only`` only gives the usual one-line answer for the common cases.
+
+The catalog file ``data/tcl.duckdb`` (views only, for other DuckDB clients) is rewritten only
+when the store's files or devices changed, and rebuilt when it is damaged; queries never run
+on it.
 """
 from __future__ import annotations
 
+import hashlib
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Callable
 
 import duckdb
 import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from ..config import Paths, TclError
@@ -30,6 +38,7 @@ from .records import RECORD_SCHEMA, RecordStore, warn_once
 _DUCK_TYPES = {pl.Utf8: "VARCHAR", pl.Float64: "DOUBLE", pl.List(pl.Float64): "DOUBLE[]",
                pl.Datetime("us", "UTC"): "TIMESTAMPTZ", pl.Int32: "INTEGER", pl.Int64: "BIGINT",
                pl.Boolean: "BOOLEAN"}
+_RECORD_ARROW = pl.DataFrame(schema=RECORD_SCHEMA).to_arrow().schema
 READ_ONLY = ("queries are read-only: give one SELECT statement (SELECT, WITH, PIVOT, "
              "DESCRIBE, SHOW, SUMMARIZE); {what} is refused")
 
@@ -43,15 +52,29 @@ def _empty_select(schema: dict[str, pl.DataType]) -> str:
     return f"SELECT {cols} WHERE false"
 
 
-def _footer_ok(files: list[Path]) -> tuple[list[Path], list[str]]:
-    good, bad = [], []
+def _footer_ok(files: list[Path]) -> tuple[list[Path], list[str], pa.Schema | None]:
+    """The files with a readable footer, the others named, and the union of their schemas
+    (columns by name, types widened where files differ: what ``union_by_name`` reads)."""
+    good, bad, schemas = [], [], []
     for f in files:
         try:
-            pq.read_metadata(f)
+            schemas.append(pq.read_metadata(f).schema.to_arrow_schema())
             good.append(f)
         except Exception as e:  # pyarrow raises ArrowInvalid/OSError for bad footers
             bad.append(f"unreadable Parquet file {f}: {str(e).splitlines()[0]}")
-    return good, bad
+    try:
+        schema = pa.unify_schemas(schemas, promote_options="permissive") if schemas else None
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # DuckDB's binder names the clash instead
+        schema = None
+    return good, bad, schema
+
+
+def _stamp(f: Path) -> list:
+    try:
+        st = f.stat()
+        return [str(f), st.st_size, st.st_mtime_ns]
+    except OSError:
+        return [str(f), None, None]
 
 
 class Catalog:
@@ -67,6 +90,10 @@ class Catalog:
         self.paths = paths or Paths.default()
         self.problems: list[str] = []
         self.warn = warn
+        # What the views were defined from (statements, files with size and mtime, devices):
+        # equal inputs give an equal catalog file, so it is rewritten only when they change.
+        self.inputs: list = []
+        self.on_file = not in_memory  # False also when the file is held by another writer
         self.con = self._connect(in_memory)
         try:
             self._define_views()
@@ -78,6 +105,7 @@ class Catalog:
             self._remove_catalog_file()
             self.con = self._connect(False)
             self.problems.clear()
+            self.inputs.clear()
             self._define_views()
 
     def _remove_catalog_file(self) -> None:
@@ -92,6 +120,7 @@ class Catalog:
             return duckdb.connect(str(self.paths.catalog_file))
         except duckdb.IOException as e:
             if "lock" in str(e).lower():  # another process writes it: views are cheap to redo
+                self.on_file = False
                 return duckdb.connect(":memory:")
             self._remove_catalog_file()  # not a DuckDB file (or a damaged one): rebuild it
             return duckdb.connect(str(self.paths.catalog_file))
@@ -105,16 +134,25 @@ class Catalog:
             if self.warn:
                 self.warn(f"skipped {p}")
 
-    def _parquet_view(self, name: str, files: list[Path]) -> bool:
-        good, bad = _footer_ok(files)
-        self._report(bad)
-        return self._view_over(name, good)
+    def _execute(self, sql: str) -> None:
+        self.inputs.append(sql)
+        self.con.execute(sql)
 
-    def _view_over(self, name: str, good: list[Path]) -> bool:
+    def _parquet_view(self, name: str, files: list[Path]) -> bool:
+        good, bad, schema = _footer_ok(files)
+        self._report(bad)
+        return self._view_over(name, good, schema)
+
+    def _view_over(self, name: str, good: list[Path], schema: pa.Schema | None) -> bool:
+        """View ``name`` over the usable Parquet files ``good`` (False when there are none)."""
         if good:
-            src = f"read_parquet({_sql_list(good)}, union_by_name=true)"
-            self.con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {src}")
+            self.inputs.append([name, [_stamp(f) for f in good]])
+            self._bind_files(name, good, schema)
         return bool(good)
+
+    def _bind_files(self, name: str, good: list[Path], schema: pa.Schema | None) -> None:
+        src = f"read_parquet({_sql_list(good)}, union_by_name=true)"
+        self.con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {src}")
 
     def _define_views(self) -> None:
         p = self.paths
@@ -124,10 +162,11 @@ class Catalog:
             store = RecordStore(p, retired=retired, warn=None)
             good, bad = store.check(store.files())
             self._report([str(b) for b in bad])
-            if not self._view_over(f"{view}_raw", good):
-                self.con.execute(
+            # Every usable record file has exactly RECORD_SCHEMA (check_record_file).
+            if not self._view_over(f"{view}_raw", good, _RECORD_ARROW):
+                self._execute(
                     f"CREATE OR REPLACE VIEW {view}_raw AS {_empty_select(RECORD_SCHEMA)}")
-            self.con.execute(f"""
+            self._execute(f"""
                 CREATE OR REPLACE VIEW {view} AS
                 SELECT * EXCLUDE (rn) FROM (
                   SELECT *, CASE WHEN status = 'ok' THEN list_avg(latencies) END AS latency,
@@ -137,11 +176,11 @@ class Catalog:
 
         cands = sorted(p.candidates_dir.glob("task=*.parquet")) if p.candidates_dir.exists() else []
         if not self._parquet_view("programs", cands):
-            self.con.execute(f"CREATE OR REPLACE VIEW programs AS {_empty_select(CANDIDATE_SCHEMA)}")
+            self._execute(f"CREATE OR REPLACE VIEW programs AS {_empty_select(CANDIDATE_SCHEMA)}")
         from .selections import SELECTION_SCHEMA, SelectionStore
 
         if not self._parquet_view("selections", SelectionStore(p).files()):
-            self.con.execute(
+            self._execute(
                 f"CREATE OR REPLACE VIEW selections AS {_empty_select(SELECTION_SCHEMA)}")
         from .msjson import imported_tasks_file
 
@@ -152,23 +191,17 @@ class Catalog:
         for name, files, schema in (("tasks", [p.tasks_file, imported_tasks_file(p)], TASK_SCHEMA),
                                     ("networks", [p.networks_file], NETWORK_SCHEMA)):
             if not self._parquet_view(name, [f for f in files if f.exists()]):
-                self.con.execute(f"CREATE OR REPLACE VIEW {name} AS {_empty_select(schema)}")
+                self._execute(f"CREATE OR REPLACE VIEW {name} AS {_empty_select(schema)}")
         devices = [{"device": d.name, "target": json.dumps(d.target, sort_keys=True),
                     "remote": d.is_remote, "host_cpu": d.host_cpu, "description": d.description}
                    for d in DeviceRegistry(p).all().values()]
+        self.inputs.append(devices)
         frame = pl.DataFrame(devices)  # noqa: F841  (DuckDB reads the local by name)
         self.con.execute("CREATE OR REPLACE TABLE devices AS SELECT * FROM frame")
 
-    def lock_down(self) -> "Catalog":
-        """Make this connection read-only for user queries (see the module docstring)."""
-        root = str(self.paths.root).replace("'", "''")
-        for setting in (f"SET allowed_directories=['{root}/']",
-                        "SET enable_external_access=false",
-                        "SET autoinstall_known_extensions=false",
-                        "SET autoload_known_extensions=false",
-                        "SET lock_configuration=true"):
-            self.con.execute(setting)
-        return self
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha256(json.dumps(self.inputs, default=str).encode()).hexdigest()
 
     def sql(self, query: str) -> pl.DataFrame:
         try:
@@ -180,8 +213,56 @@ class Catalog:
         self.con.close()
 
 
+class SealedCatalog(Catalog):
+    """The views for SQL from a user, on a connection that cannot open a file.
+
+    Python (trusted) opens each view's usable files as a read-only Arrow dataset and registers
+    it on an in-memory connection; DuckDB scans it lazily (only the columns and rows a query
+    needs), so nothing is copied up front. Then ``_seal`` switches DuckDB's file access off.
+    """
+
+    def __init__(self, paths: Paths | None = None,
+                 warn: Callable[[str], None] | None = warn_once):
+        super().__init__(paths, in_memory=True, warn=warn)
+        self._seal()
+
+    def _bind_files(self, name: str, good: list[Path], schema: pa.Schema | None) -> None:
+        # A registered object is a view named `name`: the views defined over it are unchanged.
+        self.con.register(name, pads.dataset([str(f) for f in good], format="parquet",
+                                             schema=schema))
+
+    def _seal(self) -> None:
+        """DuckDB's own settings, set after the data is bound:
+
+        - ``temp_directory = ''``: a query that outgrows memory fails rather than spilling
+          (set first: DuckDB refuses to change it once external access is off).
+        - ``enable_external_access = false`` with no ``allowed_directories``: DuckDB opens no
+          file at all, so ``COPY ... TO``, ``EXPORT``, ``ATTACH`` of a file, ``INSTALL`` and
+          ``read_*``/``glob`` fail with a Permission Error in whatever statement they sit
+          (https://duckdb.org/docs/2.0/operations_manual/securing_duckdb/overview.html; the
+          CLI's safe mode is this setting: https://duckdb.org/docs/2.0/clients/cli/safe_mode.html).
+          An allowed directory is not enough: ``COPY ... TO`` writes inside one.
+        - no extension auto-install or auto-load; ``python_enable_replacements = false``, so a
+          name in the SQL cannot reach a Python object of the calling code.
+        - ``lock_configuration = true`` last: ``SET``/``RESET``/``PRAGMA`` cannot undo any of it.
+        """
+        for setting in ("SET temp_directory = ''",
+                        "SET enable_external_access = false",
+                        "SET autoinstall_known_extensions = false",
+                        "SET autoload_known_extensions = false",
+                        "SET python_enable_replacements = false",
+                        "SET lock_configuration = true"):
+            self.con.execute(setting)
+
+
 def check_read_only(sql: str) -> str:
-    """``sql`` if it is exactly one SELECT statement (by DuckDB's parser), else a TclError."""
+    """``sql`` if DuckDB's parser reads it as one statement that may be a query, else a TclError.
+
+    Not the safety (``SealedCatalog`` is): the one-line answer for statements that are plainly
+    not queries. SELECT covers WITH, FROM-first, DESCRIBE, SHOW, SUMMARIZE, UNPIVOT and PIVOT
+    with an IN list; MULTI is what DuckDB makes of a PIVOT that must first find its values, so
+    it may wrap anything and is left to the sealed connection.
+    """
     if not isinstance(sql, str) or not sql.strip().strip(";").strip():
         raise TclError("empty query: give one SELECT statement, e.g. "
                        "\"select device, count(*) from records group by 1\"")
@@ -191,26 +272,46 @@ def check_read_only(sql: str) -> str:
         raise TclError(f"query failed: {str(e).splitlines()[0]}") from None
     if len(statements) != 1:
         raise TclError(f"give one statement at a time (got {len(statements)})")
-    (st,) = statements
-    kind = st.type.name
-    # PIVOT without an IN list parses as MULTI (DuckDB first finds the pivot values).
-    if kind == "SELECT" or (kind == "MULTI" and re.search(r"\bpivot\b", st.query, re.I)):
+    kind = statements[0].type.name
+    if kind in ("SELECT", "MULTI"):
         return sql
     raise TclError(READ_ONLY.format(what=f"a {kind} statement"))
 
 
+def _refresh_catalog_file(paths: Paths, fingerprint: str) -> None:
+    """Rewrite the catalog file for other DuckDB clients when the views' inputs changed, or the
+    file was changed by something else (its size or mtime differ from what was written)."""
+    seen = paths.root / ".cache" / "catalog.json"
+    stamp = _stamp(paths.catalog_file)[1:]
+    try:
+        if json.loads(seen.read_text()) == {"fingerprint": fingerprint, "stamp": stamp} \
+                and not Path(str(paths.catalog_file) + ".wal").exists():
+            return
+    except (OSError, ValueError):
+        pass
+    try:
+        cat = Catalog(paths, warn=None)  # rebuilt from scratch here when damaged
+        cat.close()
+        if not cat.on_file:  # held by another process's writer: the next query tries again
+            return
+        seen.parent.mkdir(parents=True, exist_ok=True)
+        # Not atomic on purpose: a torn note fails to parse and only costs a rebuild.
+        seen.write_text(json.dumps({"fingerprint": fingerprint,
+                                    "stamp": _stamp(paths.catalog_file)[1:]}))
+    except (duckdb.Error, OSError):  # not writable now: the next query tries again
+        pass
+
+
 def query(paths: Paths, sql: str, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr)
           ) -> pl.DataFrame:
-    """Run one read-only ``sql`` over the views; skipped files are reported through ``warn``."""
+    """Run one user ``sql`` over the views on a ``SealedCatalog``; skipped files are reported
+    through ``warn``. Internal code that needs more (writes, other files) uses ``Catalog``."""
     check_read_only(sql)
     if paths.root.exists() and not paths.root.is_dir():
         raise TclError(f"data root {paths.root} is a file, not a directory")
-    try:  # the catalog file for other DuckDB clients; rebuilt here when damaged
-        Catalog(paths, warn=None).close()
-    except (duckdb.Error, OSError):
-        pass
-    cat = Catalog(paths, in_memory=True, warn=warn).lock_down()
+    cat = SealedCatalog(paths, warn=warn)
     try:
+        _refresh_catalog_file(paths, cat.fingerprint)
         return cat.sql(sql)
     finally:
         cat.close()
