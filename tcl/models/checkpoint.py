@@ -12,6 +12,7 @@ runs the full unpickler, on files the user names and so vouches for.
 from __future__ import annotations
 
 import pickle
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,11 @@ import torch
 
 from ..config import TclError
 
-# torch's message when its restricted unpickler meets an object it does not build
+# torch's message when its restricted unpickler stops; _OBJECT: it stopped at a Python object
+# (a global, a class, a call), not at bytes that are no pickle at all
 _REFUSED = "Weights only load failed"
+_OBJECT = re.compile(r"GLOBAL|allowlisted|Trying to call reduce")
+_WHY = re.compile(r"WeightsUnpickler error:\s*(\S[^\n]*)")
 
 
 def convert_hint(path: Path) -> str:
@@ -39,12 +43,13 @@ def read_checkpoint(path: str | Path) -> Any:
     except FileNotFoundError:
         raise TclError(f"model file {path} does not exist") from None
     except pickle.UnpicklingError as e:
-        if _REFUSED in str(e):
+        if _REFUSED in str(e) and _OBJECT.search(str(e)):
             raise TclError(f"model file {path} holds Python objects besides tensors and plain "
                            f"values, which could run code when loaded, so it is refused; "
                            f"{convert_hint(path)}") from None
+        why = _WHY.search(str(e))
         raise TclError(f"model file {path} is not a readable tcl model file: "
-                       f"{str(e).splitlines()[0]}") from None
+                       f"{why.group(1) if why else str(e).splitlines()[0]}") from None
     except Exception as e:  # noqa: BLE001 - any unreadable file is a user error here
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise TclError(f"model file {path} is not a readable tcl model file: {first}") from None
@@ -53,16 +58,16 @@ def read_checkpoint(path: str | Path) -> Any:
 def plain(value: Any, where: str = "checkpoint") -> Any:
     """``value`` as what ``torch.load(weights_only=True)`` rebuilds: tensors (numpy arrays
     become tensors), plain scalars (numpy scalars become Python's), str, None, and lists,
-    tuples and dicts of them; a Path becomes its str. Anything else is a TclError naming where
+    tuples, sets and dicts of them; a Path becomes its str. Anything else is a TclError naming where
     it is, so a model can never write a file that needs the full unpickler."""
     if isinstance(value, torch.Tensor):
         return value.detach().cpu()
+    if isinstance(value, np.generic):       # first: np.float64 is also a float, but pickles
+        return value.item()                 # as a numpy object the safe reader refuses
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
     if isinstance(value, np.ndarray):
         return torch.from_numpy(np.array(value))          # a copy: no view of the caller's
-    if isinstance(value, np.generic):
-        return value.item()
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, dict):
@@ -74,9 +79,9 @@ def plain(value: Any, where: str = "checkpoint") -> Any:
                                f"plain values only")
             out[key] = plain(v, f"{where}[{k!r}]")
         return out
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, set)):
         items = [plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
-        return items if isinstance(value, list) else tuple(items)
+        return type(value)(items)
     raise TclError(f"{where} is a {type(value).__name__}; a model file holds tensors and plain "
                    f"values only (str, numbers, None, lists, dicts)")
 
