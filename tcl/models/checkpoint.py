@@ -21,12 +21,17 @@ import numpy as np
 import torch
 
 from ..config import TclError
+from . import _model_class, read_kind
 
 # torch's message when its restricted unpickler stops; _OBJECT: it stopped at a Python object
 # (a global, a class, a call), not at bytes that are no pickle at all
 _REFUSED = "Weights only load failed"
 _OBJECT = re.compile(r"GLOBAL|allowlisted|Trying to call reduce")
 _WHY = re.compile(r"WeightsUnpickler error:\s*(\S[^\n]*)")
+
+
+class UnsafeModelFile(TclError):
+    """A model file that only the full unpickler reads (it holds Python objects)."""
 
 
 def convert_hint(path: Path) -> str:
@@ -44,9 +49,9 @@ def read_checkpoint(path: str | Path) -> Any:
         raise TclError(f"model file {path} does not exist") from None
     except pickle.UnpicklingError as e:
         if _REFUSED in str(e) and _OBJECT.search(str(e)):
-            raise TclError(f"model file {path} holds Python objects besides tensors and plain "
-                           f"values, which could run code when loaded, so it is refused; "
-                           f"{convert_hint(path)}") from None
+            raise UnsafeModelFile(f"model file {path} holds Python objects besides tensors and "
+                                  f"plain values, which could run code when loaded, so it is "
+                                  f"refused; {convert_hint(path)}") from None
         why = _WHY.search(str(e))
         raise TclError(f"model file {path} is not a readable tcl model file: "
                        f"{why.group(1) if why else str(e).splitlines()[0]}") from None
@@ -101,16 +106,13 @@ def convert_file(path: str | Path) -> str:
     reads back with ``weights_only=True``. This TRUSTS the file: its old format needs the full
     unpickler, which runs whatever code the file holds. The original is kept beside it as
     ``<name>.pre-convert``. Returns what was done, in a line."""
-    from . import _model_class, read_kind
-
     path = Path(path)
     if not path.is_file():
         raise TclError(f"model file {path} does not exist")
     try:
         kind = read_kind(path)      # the safe reader: a file it reads needs no conversion
-    except TclError as e:
-        if "tcl models convert" not in str(e):
-            raise
+    except UnsafeModelFile:
+        pass
     else:
         return f"{path}: already readable without the full unpickler ({kind}); left as it is"
     try:
