@@ -51,11 +51,10 @@ import hashlib
 import json
 import math
 import os
-import pickle
 import sys
 import time
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +88,34 @@ class DeviceData:
     programs: object          # ProgramSet of every measured selected task, sorted by task
     train_ids: list[str]      # measured training tasks (no held-out network runs them)
     holdout_ids: list[str]    # measured tasks of the held-out networks
+
+
+def write_device_data(data: DeviceData, f: Path) -> None:
+    """The cache as arrays (np.savez; strings as unicode arrays), never a pickle: a cache file
+    is read with allow_pickle=False, so a replaced one cannot run code."""
+    ps = data.programs
+    arrays = {k.name: np.asarray(getattr(ps, k.name)) for k in fields(ps)
+              if getattr(ps, k.name) is not None}
+    for k in ("program_ids", "task_ids"):
+        if k in arrays:
+            arrays[k] = arrays[k].astype(str)
+    arrays["train_ids"] = np.array(data.train_ids, dtype=str)
+    arrays["holdout_ids"] = np.array(data.holdout_ids, dtype=str)
+    tmp = f.with_name(f.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+    os.replace(tmp, f)
+
+
+def read_device_data(f: Path) -> DeviceData:
+    from tcl.models.base import ProgramSet
+
+    with np.load(f, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    ids = {k: arrays.pop(k).tolist() for k in ("train_ids", "holdout_ids")}
+    names = {k.name for k in fields(ProgramSet)}
+    return DeviceData(ProgramSet(**{k: v for k, v in arrays.items() if k in names}),
+                      ids["train_ids"], ids["holdout_ids"])
 
 
 def records_fingerprint(paths, device: str, params_file: str) -> str:
@@ -143,9 +170,9 @@ class Context:
         if name in self.devices:
             return self.devices[name]
         fp = records_fingerprint(self.paths, name, self.args.params)
-        f = self.cache / f"programs-v2-{name}-{fp}.pkl"
-        if f.exists():   # (a tuple: a class of this script would pickle as __main__'s)
-            data = DeviceData(*pickle.loads(f.read_bytes()))
+        f = self.cache / f"programs-v3-{name}-{fp}.npz"
+        if f.exists():
+            data = read_device_data(f)
         else:
             from tcl.dataset import load_program_set, measured
             from tcl.train import holdout_task_ids
@@ -156,9 +183,7 @@ class Context:
             have = set(measured(self.paths, name)["task_id"].to_list()) & self.selected
             data = DeviceData(load_program_set(self.paths, name, sorted(have)),
                               sorted(have - held), sorted(have & held))
-            tmp = f.with_suffix(".tmp")
-            tmp.write_bytes(pickle.dumps((data.programs, data.train_ids, data.holdout_ids)))
-            os.replace(tmp, f)
+            write_device_data(data, f)
         self.devices[name] = data
         return data
 

@@ -326,7 +326,8 @@ def cmd_predict(args) -> int:
 
     paths = _paths(args)
     DeviceRegistry(paths).get(args.device)   # an unknown device: a clear error
-    scores, what, skipped = predict_database(paths, args.device, args.dir, args.model)
+    scores, what, skipped = predict_database(paths, args.device, args.dir, args.model,
+                                             any_device=args.any_device)
     for p in skipped:
         print(f"warning: skipped {p}", file=sys.stderr)
     if args.out:
@@ -372,7 +373,7 @@ def cmd_tune(args) -> int:
     r = tune_network(_paths(args), args.network, args.device, args.model, trials=args.trials,
                      update=args.update, seed=args.seed, population=args.population,
                      generations=args.generations, out=args.out,
-                     progress=sys.stderr.isatty())
+                     progress=sys.stderr.isatty(), any_device=args.any_device)
     per_task = ", ".join(f"{n}" for n in r.trials_per_task.values())
     print(f"{r.network} on {r.device} with {r.model}: {r.trials} trials over {r.tasks} tasks "
           f"(per task: {per_task}); tuning {r.tune_s:.0f}s (building {r.build_s:.0f}s, running "
@@ -439,6 +440,14 @@ def cmd_datacard(args) -> int:
     (out / "datacard.md").write_text(text)
     print(text, end="")   # the card as written, byte for byte
     return 0
+
+
+def any_device_flag(parser: argparse.ArgumentParser) -> None:
+    """--any-device, the same on every command that takes a model (tcl.predict's
+    check_model_device refuses another device's model without it)."""
+    parser.add_argument("--any-device", action="store_true",
+                        help="accept a model made for another device (its scores rank by "
+                             "that device's latencies)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -543,6 +552,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--model", help="a model kind trained for the device, 'continual' (the "
                                     "registry's latest), or a model file (default: the "
                                     "registry's latest, else the first trained kind)")
+    any_device_flag(pr)
     pr.add_argument("--out", help="write the CSV here (default: standard output)")
     pr.set_defaults(func=cmd_predict)
 
@@ -557,8 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "(network names or instance keys)")
     sc.add_argument("--weights", help="per-network scores with weights from a CSV file: "
                                       "network, task_id, weight")
-    sc.add_argument("--any-device", action="store_true",
-                    help="accept a model file trained on another device")
+    any_device_flag(sc)
     sc.add_argument("--out", help="also write tasks.csv, classes.csv, networks.csv here")
     sc.set_defaults(func=cmd_score)
 
@@ -569,6 +578,7 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("--network", required=True, help="a zoo network or instance key (tcl zoo list)")
     tu.add_argument("--device", required=True)
     tu.add_argument("--model", default="latest", help=MODELS_HELP)
+    any_device_flag(tu)
     tu.add_argument("--trials", type=int_in(1), default=1000,
                     help="MetaSchedule trials over the whole network (at least one per task)")
     tu.add_argument("--update", choices=UPDATE_MODES, default="none",

@@ -84,6 +84,15 @@ def cmd_models(args) -> int:
     return 0
 
 
+def cmd_models_convert(args) -> int:
+    """Rewrite model files the safe reader refuses; the user vouches for them by naming them."""
+    from .models.checkpoint import convert_file
+
+    for f in args.files:
+        print(convert_file(f))
+    return 0
+
+
 def cmd_params(args) -> int:
     p = load_params(args.params)
     print(f"{args.params}: valid. data root {p.paths.root}; devices {', '.join(p.devices)}; "
@@ -134,6 +143,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     ml.add_argument("--format", choices=["table", "csv", "json"], default="table")
     ml.add_argument("--params", default=DEFAULT_FILE)
     ml.set_defaults(func=cmd_models)
+    mc = msub.add_parser("convert", help="rewrite model files of an older tcl that need the full "
+                                         "unpickler, so they load as data only; this TRUSTS the "
+                                         "files named (the old format can run code)")
+    mc.add_argument("files", nargs="+", metavar="FILE")
+    mc.set_defaults(func=cmd_models_convert)
 
     p = sub.add_parser("params", help="validate a params file and summarize it")
     p.add_argument("--params", default=DEFAULT_FILE, help="params file (default: params.yaml)")

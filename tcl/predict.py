@@ -8,6 +8,7 @@ model is the device's latest continual model from the registry, a trained kind o
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -16,9 +17,10 @@ import polars as pl
 from .config import Paths, TclError
 
 
-def resolve_model(paths: Paths, device: str, model: str | None):
+def resolve_model(paths: Paths, device: str, model: str | None, any_device: bool = False):
     """``model``: None (the registry's latest model serving ``device``), a kind trained for the
-    device, or a model file. Returns (the model ready to score ``device``, a description)."""
+    device, or a model file. Returns (the model ready to score ``device``, a description). A
+    model made for another device is refused (``check_model_device``) unless ``any_device``."""
     from .models import MODEL_KINDS, load_model
     from .registry import ModelRegistry
     from .train import model_file
@@ -44,15 +46,51 @@ def resolve_model(paths: Paths, device: str, model: str | None):
         raise TclError(f"model {model!r}: {path} does not exist (a kind trained for "
                        f"{device!r}, or a model file)")
     loaded = load_model(path)
-    if hasattr(loaded, "for_device"):        # a continual model serves several devices
-        if device not in loaded.devices:
-            raise TclError(f"model {path} serves {', '.join(loaded.devices)}, not {device!r}")
+    check_model_device(path, model_devices(paths, path, loaded), device, any_device)
+    if hasattr(loaded, "for_device") and device in loaded.devices:   # continual: pick the head
         loaded = loaded.for_device(device)
     return loaded, str(path)
 
 
-def predict_database(paths: Paths, device: str, work_dir: str | Path,
-                     model: str | None = None) -> tuple[pl.DataFrame, str, list[str]]:
+def model_devices(paths: Paths, path: Path, loaded=None) -> tuple[list[str], str]:
+    """The devices the model file at ``path`` was made for, and where that is recorded: a
+    continual model's heads; else the training facts beside it (``<name>.json``, written by
+    ``tcl train``); else its place, ``models/<device>/...``. ([], "") when nothing says."""
+    if loaded is not None and hasattr(loaded, "devices"):
+        return list(loaded.devices), "the devices it serves"
+    info = path.with_suffix(".json")
+    if info.is_file():
+        try:
+            doc = json.loads(info.read_text())
+        except (UnicodeDecodeError, ValueError):
+            doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("device"), str):
+            return [doc["device"]], str(info)
+    try:
+        rel = path.resolve().relative_to(paths.models_dir.resolve())
+    except ValueError:
+        return [], ""
+    if len(rel.parts) > 1 and rel.parts[0] != "registry":
+        return [rel.parts[0]], f"its place under {paths.models_dir}"
+    return [], ""
+
+
+def check_model_device(path: Path, made_for: tuple[list[str], str], device: str,
+                       any_device: bool) -> None:
+    """The one rule of every command that takes a model (predict, score, tune): a model made
+    for another device ranks by that device's latencies, so it is refused unless the user asks
+    for it (--any-device). A model whose device nothing records is accepted."""
+    devices, source = made_for
+    if any_device or not devices or device in devices:
+        return
+    names = ", ".join(map(repr, devices))
+    raise TclError(f"model {path} was trained on device {names} ({source}), not {device!r}: "
+                   f"use it with --device {devices[-1]}, or pass --any-device to use another "
+                   "device's model on purpose")
+
+
+def predict_database(paths: Paths, device: str, work_dir: str | Path, model: str | None = None,
+                     any_device: bool = False) -> tuple[pl.DataFrame, str, list[str]]:
     """Scores of every distinct program in the JSONDatabase at ``work_dir``: task_id,
     task_name, program_id, score (higher is faster) and rank within its task (1 = predicted
     fastest); the model's description; the skipped lines."""
@@ -60,12 +98,12 @@ def predict_database(paths: Paths, device: str, work_dir: str | Path,
     from .features import program_features
     from .store.msjson import read_programs
 
+    scorer, what = resolve_model(paths, device, model, any_device)   # refused before any work
     programs, stats = read_programs(work_dir)
     if programs.is_empty():
         raise TclError(f"{work_dir}: no valid tuning record to score ({stats.lines} lines read"
                        + (f"; {len(stats.problems)} malformed, e.g. {stats.problems[0]}"
                           if stats.problems else "") + ")")
-    scorer, what = resolve_model(paths, device, model)
     feats = pl.concat([program_features(tid, g["workload_json"][0], g)
                        for (tid,), g in programs.group_by(["task_id"], maintain_order=True)])
     ps = to_program_set(feats, with_labels=False)

@@ -132,13 +132,19 @@ class ModelRegistry:
         return found[0]
 
     def load(self, entry: Entry):
-        from .models import load_model
+        """The registered model, once its file's contents match the recorded content hash (a
+        file changed or replaced since registration is refused, naming both hashes)."""
+        from .continual.model import MultiDeviceModel
 
         path = self.paths.root / entry.path
         if not path.exists():
             raise TclError(f"registered model {entry.id} ({entry.device}, {entry.method}) has "
                            f"no file at {path}; the registry and models/registry disagree")
-        return load_model(path)
+        try:
+            return MultiDeviceModel.load(path, content_hash=entry.content_hash)
+        except TclError as e:
+            raise TclError(f"registered model {entry.id} ({entry.device}, {entry.method}): "
+                           f"{e}") from None
 
     # -- writing -------------------------------------------------------------------------------
     def register(self, model, *, device: str, parent: str | None, method: str, snapshot: str,

@@ -9,7 +9,6 @@ no zoo is fine: imported tasks carry their own name and class. Every figure is
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Sequence
 
@@ -50,24 +49,6 @@ def _records(paths: Paths, device: str, source: str | None,
             raise TclError(f"device {device!r} has no records of task(s) {', '.join(unknown)}")
         frame = frame.filter(pl.col("task_id").is_in(list(task_ids)))
     return frame.drop("source"), tasks
-
-
-def check_model_device(model: str | None, device: str) -> None:
-    """A model file trained for another device is refused: its scores rank by that device's
-    latencies (train writes ``<kind>.json`` beside the model, naming the device)."""
-    if model is None or "/" not in model and not model.endswith(".model"):
-        return
-    info = Path(model).with_suffix(".json")
-    if not info.is_file():
-        return
-    try:
-        trained_on = json.loads(info.read_text()).get("device")
-    except ValueError:
-        return
-    if trained_on and trained_on != device:
-        raise TclError(f"model {model} was trained on device {trained_on!r} ({info}), not "
-                       f"{device!r}: score it with --device {trained_on}, or pass "
-                       "--any-device to rank another device's programs with it on purpose")
 
 
 def network_weights(paths: Paths, networks: Sequence[str] | None,
@@ -115,9 +96,9 @@ def score_records(paths: Paths, device: str, model: str | None = None, *,
     from .features import featurize
     from .predict import resolve_model
 
-    if not any_device:
-        check_model_device(model, device)
     records, tasks = _records(paths, device, source, task_ids)
+    # before featurizing: a model of another device (or an unreadable file) is refused early
+    scorer, what = resolve_model(paths, device, model, any_device)
     weights = network_weights(paths, networks, weights_file)
     ids = records["task_id"].unique().sort().to_list()
     if weights is not None:
@@ -129,7 +110,6 @@ def score_records(paths: Paths, device: str, model: str | None = None, *,
         raise TclError(f"{len(no_meta)} task(s) with records have no workload in the zoo or the "
                        f"imported tasks (e.g. {no_meta[0]}); re-import their database")
     featurize(paths, ids, progress=False)       # cached; only what is missing
-    scorer, what = resolve_model(paths, device, model)
     programs = load_program_set(paths, device, ids)
     keep = np.isin(programs.program_ids.astype(str), records["program_id"].to_list())
     if not keep.all():                          # --source: only that source's programs

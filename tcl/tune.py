@@ -80,8 +80,10 @@ def resolve_instance(paths: Paths, network: str):
     return next((i for i in named if i.batch == 1), named[0])
 
 
-def cost_model_for(paths: Paths, device: str, model: str, update: str):
-    """(what tune_relax takes as cost_model, a description)."""
+def cost_model_for(paths: Paths, device: str, model: str, update: str,
+                   any_device: bool = False):
+    """(what tune_relax takes as cost_model, a description); ``any_device``: accept a model
+    made for another device (``predict.check_model_device``)."""
     if update not in UPDATE_MODES:
         raise TclError(f"--update {update!r}: expected one of {', '.join(UPDATE_MODES)}")
     if model in ONLINE:
@@ -89,10 +91,12 @@ def cost_model_for(paths: Paths, device: str, model: str, update: str):
             raise TclError(f"--update applies to tcl's models; {model} is MetaSchedule's own "
                            "(xgb-online always learns online)")
         return ONLINE[model], f"MetaSchedule {ONLINE[model]} (online, from scratch)"
-    from .models.adapter import TclCostModel
     from .predict import resolve_model
 
-    scorer, what = resolve_model(paths, device, None if model == "latest" else model)
+    # the model first: a refused one costs no MetaSchedule import (the adapter's, ~20 s)
+    scorer, what = resolve_model(paths, device, None if model == "latest" else model, any_device)
+    from .models.adapter import TclCostModel
+
     base = None
     if update == "refit":
         from .dataset import load_program_set
@@ -198,10 +202,12 @@ def _reset_meta_schedule_logging() -> None:
 def tune_network(paths: Paths, network: str, device_name: str, model: str = "latest", *,
                  trials: int = 1000, update: str = "none", seed: int = 0,
                  population: int = 512, generations: int = 4,
-                 out: str | Path | None = None, progress: bool = True) -> TuneResult:
+                 out: str | Path | None = None, progress: bool = True,
+                 any_device: bool = False) -> TuneResult:
     """Tune ``network`` for ``device_name`` with ``trials`` measured candidates, MetaSchedule's
     evolutionary search (``population`` schedules scored by the model per generation, for
-    ``generations`` generations: MetaSchedule's defaults are 512 and 4) guided by ``model``."""
+    ``generations`` generations: MetaSchedule's defaults are 512 and 4) guided by ``model``
+    (``any_device``: even one made for another device)."""
     import concurrent.futures as cf
     import functools
     import multiprocessing
@@ -227,7 +233,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
         raise TclError(f"device {device_name!r} is remote: tcl tune times the compiled network "
                        "on this host, so it tunes local devices only")
     inst = resolve_instance(paths, network)
-    cm, what = cost_model_for(paths, device_name, model, update)
+    cm, what = cost_model_for(paths, device_name, model, update, any_device)
     out = Path(out) if out else paths.root / "tuning" / \
         f"{inst.key}-{device_name}-{Path(model).stem}-{update}-s{seed}"
     _set_aside_interrupted(paths, out, device)

@@ -20,7 +20,8 @@ from torch import Tensor, nn
 
 from ..config import TclError
 from ..models.base import CostModel, ProgramSet
-from ..models.nn import Batch, CostNet, NeuralCostModel, read_checkpoint
+from ..models.checkpoint import read_checkpoint, write_checkpoint
+from ..models.nn import Batch, CostNet, NeuralCostModel
 
 BACKBONES = ("tenset-mlp", "mamba")
 HEAD_ATTR = {"tenset-mlp": "decoder", "mamba": "head"}   # the backbone net's scoring head
@@ -157,22 +158,20 @@ class MultiDeviceModel(CostModel):
     def content_hash(self) -> str:
         """sha256 of the weights, the heads' devices and the architecture: equal models, equal
         hash (the registry's content id), whatever file they were saved to."""
-        h = hashlib.sha256(json.dumps([self.kind, self.version, self.backbone, self.hyper,
-                                       self.devices], sort_keys=True, default=str).encode())
-        for name, t in sorted(self.net.state_dict().items()):
-            h.update(name.encode())
-            h.update(t.detach().cpu().contiguous().numpy().tobytes())
-        return h.hexdigest()
+        return _content_hash(self.kind, self.version, self.backbone, self.hyper, self.devices,
+                             self.net.state_dict())
 
     def save(self, path: str | Path) -> None:
-        state = {k: v.detach().cpu() for k, v in self.net.state_dict().items()}
-        torch.save({"kind": self.kind, "version": self.version, "backbone": self.backbone,
-                    "hyper": self.hyper, "devices": self.devices, "target": self.target,
-                    "lineage": json.dumps(self.lineage, default=str), "state_dict": state},
-                   Path(path))
+        write_checkpoint({"kind": self.kind, "version": self.version, "backbone": self.backbone,
+                          "hyper": self.hyper, "devices": self.devices, "target": self.target,
+                          "lineage": json.dumps(self.lineage, default=str),
+                          "state_dict": self.net.state_dict()}, path)
 
     @classmethod
-    def load(cls, path: str | Path, device: str = "auto") -> "MultiDeviceModel":
+    def load(cls, path: str | Path, device: str = "auto",
+             content_hash: str | None = None) -> "MultiDeviceModel":
+        """The model saved at ``path``; with ``content_hash`` (the registry's), a file whose
+        contents hash otherwise is refused before a model is built from it."""
         path = Path(path)
         blob = read_checkpoint(path)
         need = {"kind", "version", "backbone", "hyper", "devices", "state_dict"}
@@ -182,6 +181,16 @@ class MultiDeviceModel(CostModel):
         if blob["kind"] != cls.kind or blob["version"] != cls.version:
             raise TclError(f"model file {path} holds a {blob['kind']!r} model of version "
                            f"{blob['version']}; expected {cls.kind!r} version {cls.version}")
+        if content_hash is not None:
+            try:
+                got = _content_hash(blob["kind"], blob["version"], blob["backbone"],
+                                    blob["hyper"], blob["devices"], blob["state_dict"])
+            except (AttributeError, TypeError) as e:
+                raise TclError(f"model file {path} is not a continual model file: {e}") from None
+            if got != content_hash:
+                raise TclError(f"model file {path} has content hash {got}, not the recorded "
+                               f"{content_hash}: it changed after it was saved, so it is not "
+                               "loaded")
         hyper = dict(blob["hyper"])
         seed = hyper.pop("seed", 0)
         try:
@@ -199,6 +208,17 @@ class MultiDeviceModel(CostModel):
     def copy(self) -> "MultiDeviceModel":
         """An independent deep copy (students start from their teacher's weights)."""
         return copy.deepcopy(self)
+
+
+def _content_hash(kind: str, version: int, backbone: str, hyper: dict[str, Any],
+                  devices: list[str], state: dict[str, Tensor]) -> str:
+    """The content hash of a model or of its saved file's contents (one rule for both)."""
+    h = hashlib.sha256(json.dumps([kind, version, backbone, hyper, list(devices)],
+                                  sort_keys=True, default=str).encode())
+    for name, t in sorted(state.items()):
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
 
 
 def check_compatible(teacher: CostModel, backbone: str) -> MultiDeviceModel:

@@ -4,7 +4,9 @@ Model classes are imported on first use, so ``import tcl.models`` needs neither 
 xgboost, and a kind whose module is missing fails only when it is asked for.
 
 Every saved model file names its kind: XGBModel writes JSON with a top-level ``"kind"``; the
-neural models save a torch checkpoint (a dict) holding ``"kind"``. ``read_kind`` reads either.
+neural models save a torch checkpoint (a dict) holding ``"kind"``. ``read_kind`` reads either;
+a checkpoint only with torch's restricted unpickler (``checkpoint.read_checkpoint``), so loading a
+model file never runs code from it.
 """
 from __future__ import annotations
 
@@ -93,17 +95,11 @@ def read_kind(path: str | Path) -> str:
             kind = doc.get("kind") if isinstance(doc, dict) else None
         except (UnicodeDecodeError, json.JSONDecodeError):
             pass
-    else:
-        try:
-            import torch
+    else:  # a torch checkpoint, read by the safe loader only (checkpoint.py): data, never code
+        from .checkpoint import read_checkpoint
 
-            try:
-                doc = torch.load(path, map_location="cpu", weights_only=True)
-            except Exception:  # checkpoints holding plain Python objects need the full unpickler
-                doc = torch.load(path, map_location="cpu", weights_only=False)
-            kind = doc.get("kind") if isinstance(doc, dict) else None
-        except Exception:
-            pass
+        doc = read_checkpoint(path)
+        kind = doc.get("kind") if isinstance(doc, dict) else None
     if not isinstance(kind, str):
         raise TclError(f"{path} is not a tcl model file: no 'kind' recorded in it "
                        f"(expected one written by a model's save())")

@@ -23,6 +23,7 @@ from ..config import TclError
 from ..features import TOKEN_WIDTH, VOCAB
 from ..metrics import pairwise_accuracy
 from .base import PER_STORE_WIDTH, CostModel, ProgramSet
+from .checkpoint import read_checkpoint, write_checkpoint
 
 TRAIN_DEFAULTS: dict[str, Any] = {
     "loss": "lambdarank",   # or "mse" (pointwise, on the labels)
@@ -429,9 +430,8 @@ class NeuralCostModel(CostModel):
 
     # -- persistence ----------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
-        state = {k: v.detach().cpu() for k, v in self.net.state_dict().items()}
-        torch.save({"kind": self.kind, "version": self.version, "config": dict(self.config),
-                    "state_dict": state}, Path(path))
+        write_checkpoint({"kind": self.kind, "version": self.version,
+                          "config": dict(self.config), "state_dict": self.net.state_dict()}, path)
 
     @classmethod
     def load(cls, path: str | Path, device: str = "auto") -> "NeuralCostModel":
@@ -454,17 +454,6 @@ class NeuralCostModel(CostModel):
         model._scaled = True
         model.net.eval()
         return model
-
-
-def read_checkpoint(path: Path):
-    """A saved torch model file's contents (tensors and plain values only), or a TclError that
-    names the file."""
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise TclError(f"model file {path} does not exist") from None
-    except Exception as e:  # noqa: BLE001 - any unreadable file is a user error here
-        raise TclError(f"model file {path} is not a readable tcl model file: {e}") from None
 
 
 def synthetic_programs(n_groups: int = 16, per_group: int = 32, seed: int = 0,

@@ -235,8 +235,22 @@ class XGBModel(CostModel):
         if doc.get("version") != FORMAT_VERSION:
             raise TclError(f"{path} is xgb model format version {doc.get('version')!r}; this "
                            f"tcl reads version {FORMAT_VERSION}: retrain or re-save it")
-        model = cls(**doc["params"])
+        params, ubj = doc.get("params"), doc.get("booster_ubj")
+        if not isinstance(params, dict) or not isinstance(ubj, str) or \
+                not isinstance(doc.get("best_iteration"), int):
+            raise TclError(f"{path} is not an xgb model file (expected params, best_iteration "
+                           f"and booster_ubj, as XGBModel.save writes)")
+        try:
+            model = cls(**params)
+        except TypeError as e:
+            raise TclError(f"{path}: its xgb params do not fit this tcl: {e}") from None
+        # The booster is XGBoost's UBJSON model format, parsed by XGBoost's own reader: data,
+        # never a pickle (Booster's pickle support is __setstate__, which this never calls).
         model.booster = xgb.Booster()
-        model.booster.load_model(bytearray(base64.b64decode(doc["booster_ubj"])))
-        model.best_iteration = int(doc["best_iteration"])
+        try:
+            model.booster.load_model(bytearray(base64.b64decode(ubj, validate=True)))
+        except (ValueError, xgb.core.XGBoostError) as e:
+            raise TclError(f"{path}: its booster is not an XGBoost UBJSON model: "
+                           f"{str(e).splitlines()[0]}") from None
+        model.best_iteration = doc["best_iteration"]
         return model

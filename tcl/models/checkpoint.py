@@ -1,0 +1,138 @@
+"""Torch model files that hold data only: the one reader and writer of the neural and continual
+models' checkpoints, and the one-off conversion of a file the safe reader refuses.
+
+A model file is data: it may come from another machine, a shared data root or a download. It is
+read with ``torch.load(weights_only=True)``, torch's restricted unpickler, which builds tensors
+and plain values (str, int, float, bool, None, list, tuple, dict) and refuses every other
+Python object, so a crafted file cannot run code here. ``write_checkpoint`` saves only such
+values, so everything tcl writes reads back that way. A file that needs the full unpickler (one
+holding other Python objects) is refused, naming ``tcl models convert``: the only place that
+runs the full unpickler, on files the user names and so vouches for.
+"""
+from __future__ import annotations
+
+import pickle
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..config import TclError
+from . import _model_class, read_kind
+
+# torch's message when its restricted unpickler stops; _OBJECT: it stopped at a Python object
+# (a global, a class, a call), not at bytes that are no pickle at all
+_REFUSED = "Weights only load failed"
+_OBJECT = re.compile(r"GLOBAL|allowlisted|Trying to call reduce")
+_WHY = re.compile(r"WeightsUnpickler error:\s*(\S[^\n]*)")
+
+
+class UnsafeModelFile(TclError):
+    """A model file that only the full unpickler reads (it holds Python objects)."""
+
+
+def convert_hint(path: Path) -> str:
+    return (f"if an older tcl wrote it and you trust the file, convert it once with "
+            f"`tcl models convert {path}` (that runs the full unpickler on it)")
+
+
+def read_checkpoint(path: str | Path) -> Any:
+    """A torch model file's contents (tensors and plain values only), or a TclError that names
+    the file. The full unpickler is never used here."""
+    path = Path(path)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise TclError(f"model file {path} does not exist") from None
+    except pickle.UnpicklingError as e:
+        if _REFUSED in str(e) and _OBJECT.search(str(e)):
+            raise UnsafeModelFile(f"model file {path} holds Python objects besides tensors and "
+                                  f"plain values, which could run code when loaded, so it is "
+                                  f"refused; {convert_hint(path)}") from None
+        why = _WHY.search(str(e))
+        raise TclError(f"model file {path} is not a readable tcl model file: "
+                       f"{why.group(1) if why else str(e).splitlines()[0]}") from None
+    except Exception as e:  # noqa: BLE001 - any unreadable file is a user error here
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise TclError(f"model file {path} is not a readable tcl model file: {first}") from None
+
+
+def plain(value: Any, where: str = "checkpoint") -> Any:
+    """``value`` as what ``torch.load(weights_only=True)`` rebuilds: tensors (numpy arrays
+    become tensors), plain scalars (numpy scalars become Python's), str, None, and lists,
+    tuples, sets and dicts of them; a Path becomes its str. Anything else is a TclError naming where
+    it is, so a model can never write a file that needs the full unpickler."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, np.generic):       # first: np.float64 is also a float, but pickles
+        return value.item()                 # as a numpy object the safe reader refuses
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(np.array(value))          # a copy: no view of the caller's
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            key = plain(k, where)
+            if not isinstance(key, (str, int)):
+                raise TclError(f"{where}: key {k!r} is not a str or int; a model file holds "
+                               f"plain values only")
+            out[key] = plain(v, f"{where}[{k!r}]")
+        return out
+    if isinstance(value, (list, tuple, set)):
+        items = [plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return type(value)(items)
+    raise TclError(f"{where} is a {type(value).__name__}; a model file holds tensors and plain "
+                   f"values only (str, numbers, None, lists, dicts)")
+
+
+def write_checkpoint(doc: dict[str, Any], path: str | Path) -> None:
+    """Save ``doc`` (a dict with "kind") as plain values, atomically: a reader sees the whole
+    file or the previous one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(plain(doc, f"model file {path}"), tmp)
+    tmp.replace(path)
+
+
+def convert_file(path: str | Path) -> str:
+    """Rewrite a model file that the safe reader refuses (written by an older tcl) so that it
+    reads back with ``weights_only=True``. This TRUSTS the file: its old format needs the full
+    unpickler, which runs whatever code the file holds. The original is kept beside it as
+    ``<name>.pre-convert``. Returns what was done, in a line."""
+    path = Path(path)
+    if not path.is_file():
+        raise TclError(f"model file {path} does not exist")
+    try:
+        kind = read_kind(path)      # the safe reader: a file it reads needs no conversion
+    except UnsafeModelFile:
+        pass
+    else:
+        return f"{path}: already readable without the full unpickler ({kind}); left as it is"
+    try:
+        doc = torch.load(path, map_location="cpu", weights_only=False)   # trusted, see above
+    except Exception as e:  # noqa: BLE001 - any unreadable file is a user error here
+        raise TclError(f"model file {path} cannot be read even by the full unpickler: "
+                       f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    kind = doc.get("kind") if isinstance(doc, dict) else None
+    if not isinstance(kind, str):
+        raise TclError(f"{path} is not a tcl model file: no 'kind' recorded in it")
+    cls = _model_class(kind)
+    new = path.with_name(path.name + ".converted")
+    try:
+        write_checkpoint(doc, new)
+        cls.load(new)                                   # it must load as its kind, safely
+    except TclError as e:
+        new.unlink(missing_ok=True)
+        raise TclError(f"model file {path} cannot be converted: {e}") from None
+    backup = path.with_name(path.name + ".pre-convert")
+    shutil.copy2(path, backup)
+    new.replace(path)                                   # atomic: the old file or the new
+    return (f"{path}: converted ({kind}), trusting the file: its old format needed the full "
+            f"unpickler; it now reads with weights_only=True (original kept as {backup})")

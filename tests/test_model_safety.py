@@ -1,0 +1,336 @@
+"""Model files are data (issue 22, "Safe to share"): a crafted file runs no code wherever a model
+is loaded (load_model, tcl predict --model FILE, a replaced registry file, a replaced
+models/<device>/<kind>.model), older files are converted only by `tcl models convert`, the
+registry checks its content hash, and every command that takes a model refuses another device's
+with one rule and one --any-device flag. Tiny untrained models: no training, no TVM builds."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tcl.cli import main
+from tcl.config import TclError
+from tcl.models import load_model, make_model
+from tcl.models.checkpoint import plain, read_checkpoint
+
+torch.set_num_threads(1)
+DEVICE, OTHER = "cpu-avx2", "cpu-sse42"
+TINY = {"tenset-mlp": dict(hidden=8), "mamba": dict(d_model=8, n_layers=1, d_state=4),
+        "tlp": dict(hidden=(8, 8, 8, 8), decoder=(8,), heads=2, max_tokens=8)}
+
+
+class Payload:
+    """What a crafted model file holds: unpickling it runs a shell command that creates
+    ``marker``. (Defined here, so the full unpickler finds it; the safe one refuses it.)"""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return os.system, (f"touch '{self.marker}'",)
+
+
+def crafted(path: Path, marker: Path, kind: str = "tenset-mlp", raw: int = 0) -> Path:
+    """A model file with a payload: a torch checkpoint naming a kind (``raw``: a bare pickle of
+    that protocol)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if raw:
+        path.write_bytes(pickle.dumps({"kind": kind, "x": Payload(marker)}, protocol=raw))
+    else:
+        torch.save({"kind": kind, "version": 1, "config": {}, "state_dict": {},
+                    "x": Payload(marker)}, path)
+    return path
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def tiny_continual(devices: list[str], seed: int = 0):
+    from tcl.continual import MultiDeviceModel
+
+    return MultiDeviceModel("tenset-mlp", devices, dict(TINY["tenset-mlp"]), seed=seed,
+                            device="cpu")
+
+
+def register(paths, model, device: str = DEVICE):
+    from tcl.registry import ModelRegistry
+
+    return ModelRegistry(paths).register(model, device=device, parent=None, method="scratch",
+                                         snapshot=f"s-{model.content_hash()}", n_records=1,
+                                         newest_measured_at=None)
+
+
+def add_records(paths, device: str = DEVICE) -> None:
+    """Measured records of one task for ``device`` (enough for score to reach the model)."""
+    from tcl.store.records import RecordStore, now_utc, record_id
+
+    trace = json.dumps([[["Split", [], [1], []]], []])
+    RecordStore(paths).append([{
+        "record_id": record_id(device, "t1", trace), "program_id": "p1", "device": device,
+        "host_cpu": "cpu", "target": "{}", "task_id": "t1", "trace_json": trace,
+        "latencies": [1e-3] * 3, "status": "ok", "error": None, "build_secs": 0.1,
+        "source": "test", "measured_at": now_utc(), "tvm_version": "0.27"}])
+
+
+# -- 1. no code from data ------------------------------------------------------------------------
+def test_the_payload_is_live_under_the_full_unpickler(tmp_path):
+    """The control: the files these tests craft do run their command when fully unpickled, so
+    a missing marker elsewhere means the payload was refused, not that it was harmless."""
+    marker = tmp_path / "MARKER"
+    torch.load(crafted(tmp_path / "m.model", marker), weights_only=False)
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("raw", [0, 2, pickle.HIGHEST_PROTOCOL],
+                         ids=["torch-checkpoint", "pickle-2", "pickle-highest"])
+def test_load_model_refuses_a_crafted_file_and_runs_nothing(tmp_path, raw):
+    """torch's format and a bare pickle of protocol 2 reach the payload's global: refused as
+    objects, naming the convert command; a newer protocol stops the safe reader earlier (its
+    FRAME opcode): refused as unreadable. Either way, the file is named and nothing runs."""
+    from tcl.models import MODEL_KINDS
+
+    marker = tmp_path / "MARKER"
+    f = crafted(tmp_path / "evil.model", marker, raw=raw)
+    why = r"refused.*tcl models convert .*evil\.model" if raw in (0, 2) else \
+        "is not a readable tcl model file"
+    with pytest.raises(TclError, match=rf"evil\.model {'.*' if raw in (0, 2) else ''}{why}"):
+        load_model(f)
+    for kind in ("tenset-mlp", "mamba", "tlp", "continual"):   # each kind's own load too
+        with pytest.raises(TclError, match=why):
+            MODEL_KINDS[kind].load(f)
+    assert not marker.exists()
+
+
+def test_predict_refuses_a_crafted_model_file(paths, tmp_path, capsys):
+    marker = tmp_path / "MARKER"
+    f = crafted(tmp_path / "evil.model", marker)
+    (tmp_path / "db").mkdir()
+    code, _, err = run(capsys, "--data", str(paths.root), "predict", str(tmp_path / "db"),
+                       "--device", DEVICE, "--model", str(f))
+    assert code == 2 and str(f) in err and "tcl models convert" in err
+    assert not marker.exists()
+
+
+def test_a_replaced_trained_model_file_is_refused_by_every_command(paths, tmp_path, capsys):
+    """data/models/<device>/xgb.model (JSON normally) replaced by a crafted checkpoint:
+    predict and score by kind, and load_model, refuse it; nothing runs."""
+    marker = tmp_path / "MARKER"
+    f = crafted(paths.models_dir / DEVICE / "xgb.model", marker, kind="xgb")
+    add_records(paths)
+    (tmp_path / "db").mkdir()
+    for argv in (["predict", str(tmp_path / "db")], ["score"]):
+        code, _, err = run(capsys, "--data", str(paths.root), *argv, "--device", DEVICE,
+                           "--model", "xgb")
+        assert code == 2 and "xgb.model" in err and "tcl models convert" in err, err
+    with pytest.raises(TclError, match="refused"):
+        load_model(f)
+    assert not marker.exists()
+
+
+def test_an_xgb_file_cannot_smuggle_a_pickle_into_its_booster(tmp_path):
+    """The xgb format is JSON; its booster bytes go to XGBoost's UBJSON reader, never pickle."""
+    marker = tmp_path / "MARKER"
+    f = tmp_path / "xgb.model"
+    f.write_text(json.dumps({"kind": "xgb", "version": 1, "params": {}, "best_iteration": 0,
+                             "booster_ubj": base64.b64encode(pickle.dumps(Payload(marker)))
+                             .decode()}))
+    with pytest.raises(TclError, match=r"xgb\.model: its booster is not an XGBoost UBJSON"):
+        load_model(f)
+    f.write_text(json.dumps({"kind": "xgb", "version": 1, "params": ["x"]}))
+    with pytest.raises(TclError, match=r"xgb\.model is not an xgb model file"):
+        load_model(f)
+    assert not marker.exists()
+
+
+def test_a_replaced_registry_file_is_refused_naming_both_hashes(paths, tmp_path, capsys):
+    model = tiny_continual([DEVICE])
+    entry = register(paths, model)
+    f = paths.root / entry.path
+    original = f.read_bytes()
+    (tmp_path / "db").mkdir()
+    # a crafted file in its place: refused by the safe reader, nothing runs
+    marker = tmp_path / "MARKER"
+    crafted(f, marker, kind="continual")
+    code, _, err = run(capsys, "--data", str(paths.root), "predict", str(tmp_path / "db"),
+                       "--device", DEVICE)
+    assert code == 2 and entry.id in err and "tcl models convert" in err, err
+    assert not marker.exists()
+    # another valid model in its place: the content hash differs, refused before use
+    tiny_continual([DEVICE], seed=1).save(f)
+    from tcl.registry import ModelRegistry
+
+    with pytest.raises(TclError) as e:
+        ModelRegistry(paths).load(entry)
+    message = str(e.value)
+    assert entry.content_hash in message and str(f) in message and entry.id in message
+    other = tiny_continual([DEVICE], seed=1).content_hash()
+    assert other in message
+    f.write_bytes(original)                       # restored: loads, the same weights
+    assert ModelRegistry(paths).load(entry).content_hash() == entry.content_hash
+
+
+# -- what tcl writes reads back as data ------------------------------------------------------------
+def test_every_model_kind_saves_what_the_safe_reader_reads(tmp_path):
+    from tcl.models.nn import synthetic_programs
+
+    models = {kind: make_model(kind, device="cpu", **kw) for kind, kw in TINY.items()}
+    models["continual"] = tiny_continual(["a", "b"])
+    for kind, model in models.items():
+        f = tmp_path / f"{kind}.model"
+        model.save(f)
+        blob = torch.load(f, map_location="cpu", weights_only=True)   # raises if not data
+        assert blob["kind"] == kind and type(load_model(f)).__name__ == type(model).__name__
+    xgb = make_model("xgb", num_boost_round=2, nthread=1).fit(
+        synthetic_programs(4, 8, stores=(1, 3), tokens=(2, 4)))
+    xgb.save(tmp_path / "xgb.model")
+    assert json.loads((tmp_path / "xgb.model").read_text())["kind"] == "xgb"
+
+
+def test_plain_turns_numpy_into_tensors_and_refuses_other_objects():
+    got = plain({"a": np.arange(3, dtype=np.float32), "b": np.float64(0.5), "c": (1, "x"),
+                 "d": Path("p"), "e": [None, True]})
+    assert torch.equal(got["a"], torch.arange(3, dtype=torch.float32))
+    assert got["b"] == 0.5 and type(got["b"]) is float and got["c"] == (1, "x")
+    assert got["d"] == "p" and got["e"] == [None, True]
+    with pytest.raises(TclError, match=r"checkpoint\['x'\] is a Payload"):
+        plain({"x": Payload(Path("never"))})
+
+
+def test_an_old_file_is_refused_then_converted_once_by_the_command(tmp_path, capsys):
+    """An older file (numpy values where tensors and floats belong) needs the full unpickler:
+    refused, naming the command; `tcl models convert` rewrites it, saying that it trusted it,
+    and keeps the original; afterwards it loads as data, with the same weights."""
+    model = make_model("tenset-mlp", device="cpu", **TINY["tenset-mlp"])
+    state = {k: v.numpy().copy() for k, v in model.net.state_dict().items()}
+    f = tmp_path / "old.model"
+    torch.save({"kind": "tenset-mlp", "version": model.version,
+                "config": {**model.config, "lr": np.float64(model.config["lr"])},
+                "state_dict": state}, f)
+    with pytest.raises(TclError, match=r"old\.model.*`tcl models convert .*old\.model`"):
+        load_model(f)
+    code, out, err = run(capsys, "models", "convert", str(f))
+    assert code == 0 and "converted" in out and "trusting the file" in out, err
+    assert (tmp_path / "old.model.pre-convert").read_bytes() != f.read_bytes()
+    back = load_model(f)
+    for k, v in model.net.state_dict().items():
+        assert torch.equal(back.net.state_dict()[k], v)
+    code, out, _ = run(capsys, "models", "convert", str(f))
+    assert code == 0 and "already readable" in out
+    code, _, err = run(capsys, "models", "convert", str(tmp_path / "missing.model"))
+    assert code == 2 and "missing.model does not exist" in err
+
+
+def test_read_checkpoint_names_a_garbage_file(tmp_path):
+    f = tmp_path / "junk.model"
+    f.write_bytes(b"\x00 not a model")
+    with pytest.raises(TclError, match=r"junk\.model is not a readable tcl model file"):
+        read_checkpoint(f)
+    with pytest.raises(TclError, match="does not exist"):
+        read_checkpoint(tmp_path / "none.model")
+
+
+# -- 2. another device's model ---------------------------------------------------------------------
+def _other_device_model(tmp_path) -> Path:
+    f = tmp_path / "m.model"
+    make_model("tenset-mlp", device="cpu", **TINY["tenset-mlp"]).save(f)
+    f.with_suffix(".json").write_text(json.dumps({"device": OTHER, "kind": "tenset-mlp"}))
+    return f
+
+
+def test_model_devices_reads_heads_training_facts_and_place(paths, tmp_path):
+    from tcl.predict import check_model_device, model_devices
+
+    f = _other_device_model(tmp_path)
+    assert model_devices(paths, f) == ([OTHER], str(f.with_suffix(".json")))
+    placed = paths.models_dir / OTHER / "tlp.model"          # no training facts beside it
+    placed.parent.mkdir(parents=True)
+    make_model("tlp", device="cpu", **TINY["tlp"]).save(placed)
+    assert model_devices(paths, placed)[0] == [OTHER]
+    assert model_devices(paths, tmp_path / "loose.model") == ([], "")
+    both = tiny_continual(["a", "b"])
+    assert model_devices(paths, f, both) == (["a", "b"], "the devices it serves")
+    check_model_device(f, (["a", "b"], "x"), "b", False)    # served: fine
+    check_model_device(f, ([], ""), "b", False)             # nothing says: fine
+    with pytest.raises(TclError, match=r"trained on device 'a', 'b' \(x\), not 'c'.*--any-device"):
+        check_model_device(f, (["a", "b"], "x"), "c", False)
+    check_model_device(f, (["a", "b"], "x"), "c", True)
+
+
+def test_predict_score_and_tune_refuse_another_devices_model_unless_any_device(
+        paths, tmp_path, capsys, monkeypatch):
+    """The CLI end to end for predict and score; tune through cost_model_for, the call
+    tune_network makes (a real `tcl tune` first spends ~20 s importing MetaSchedule), and its
+    CLI passes --any-device on to it."""
+    import tcl.tune
+    from tcl.predict import resolve_model
+
+    f = _other_device_model(tmp_path)
+    add_records(paths)
+    db = tmp_path / "db"
+    db.mkdir()
+    refused = f"trained on device '{OTHER}'"
+    for argv in (["predict", str(db)], ["score"]):
+        code, _, err = run(capsys, "--data", str(paths.root), *argv, "--device", DEVICE,
+                           "--model", str(f))
+        assert code == 2 and refused in err and f"not '{DEVICE}'" in err \
+            and "--any-device" in err, (argv, err)
+    with pytest.raises(TclError, match=rf"{refused} .*not '{DEVICE}'.*--any-device"):
+        tcl.tune.cost_model_for(paths, DEVICE, str(f), "none")
+    # --any-device: the model is taken and the command goes on to its next step (predict's:
+    # reading the database, stubbed here: MetaSchedule's import alone takes ~20 s)
+    import tcl.store.msjson
+
+    def reached(work_dir):
+        raise TclError(f"reached {work_dir}")
+
+    monkeypatch.setattr(tcl.store.msjson, "read_programs", reached)
+    code, _, err = run(capsys, "--data", str(paths.root), "predict", str(db), "--device", DEVICE,
+                       "--model", str(f), "--any-device")
+    assert code == 2 and refused not in err and f"reached {db}" in err, err
+    code, _, err = run(capsys, "--data", str(paths.root), "score", "--device", DEVICE,
+                       "--model", str(f), "--any-device")
+    assert code == 2 and refused not in err and "no workload" in err, err
+    model, what = resolve_model(paths, DEVICE, str(f), any_device=True)   # what tune gets
+    assert what == str(f) and model.kind == "tenset-mlp"
+    seen = {}
+    monkeypatch.setattr(tcl.tune, "tune_network", lambda *a, **kw: seen.update(kw) or 1 / 0)
+    run(capsys, "--data", str(paths.root), "tune", "--network", "n", "--device", DEVICE,
+        "--model", str(f), "--any-device")
+    assert seen["any_device"] is True
+
+
+def test_a_continual_model_serving_other_devices_is_refused(paths, tmp_path, capsys):
+    f = tmp_path / "c.model"
+    tiny_continual([OTHER]).save(f)
+    (tmp_path / "db").mkdir()
+    code, _, err = run(capsys, "--data", str(paths.root), "predict", str(tmp_path / "db"),
+                       "--device", DEVICE, "--model", str(f))
+    assert code == 2 and "the devices it serves" in err and f"'{OTHER}'" in err, err
+    from tcl.predict import resolve_model
+
+    model, _ = resolve_model(paths, DEVICE, str(f), any_device=True)
+    assert model.target == OTHER                       # its own head scores
+
+
+def test_any_device_is_one_flag_on_every_command_that_takes_a_model():
+    from tcl.cli import build_parser
+
+    parser = build_parser()
+    helps = set()
+    for argv in (["predict", "d", "--device", "x"], ["score", "--device", "x"],
+                 ["tune", "--network", "n", "--device", "x"]):
+        assert parser.parse_args(argv + ["--any-device"]).any_device is True
+        assert parser.parse_args(argv).any_device is False
+        sub = parser._subparsers._group_actions[0].choices[argv[0]]
+        helps |= {a.help for a in sub._actions if "--any-device" in a.option_strings}
+    assert len(helps) == 1
