@@ -49,7 +49,11 @@ def resolve_model(paths: Paths, device: str, model: str | None, any_device: bool
     check_model_device(path, model_devices(paths, path, loaded), device, any_device)
     if hasattr(loaded, "for_device") and device in loaded.devices:   # continual: pick the head
         loaded = loaded.for_device(device)
-    return loaded, str(path)
+    # Described relative to the data root when it lies there: summaries and benchmark results
+    # are committed, and must not hold a machine's absolute paths.
+    root = paths.root.resolve()
+    shown = path.resolve()
+    return loaded, str(shown.relative_to(root.parent) if shown.is_relative_to(root.parent) else path)
 
 
 def model_devices(paths: Paths, path: Path, loaded=None) -> tuple[list[str], str]:
