@@ -53,7 +53,9 @@ def resolve_model(paths: Paths, device: str, model: str | None, any_device: bool
     # are committed, and must not hold a machine's absolute paths.
     root = paths.root.resolve()
     shown = path.resolve()
-    return loaded, str(shown.relative_to(root.parent) if shown.is_relative_to(root.parent) else path)
+    if shown.is_relative_to(root):
+        return loaded, str(Path(root.name) / shown.relative_to(root))
+    return loaded, str(path)
 
 
 def model_devices(paths: Paths, path: Path, loaded=None) -> tuple[list[str], str]:
