@@ -6,6 +6,10 @@ import inspect
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:   # Prefect is imported only after prefect_defaults()
+    from prefect.states import State
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -56,7 +60,7 @@ def main(flow, argv: list[str] | None = None) -> int:
     return 0
 
 
-def refuse(error: Exception):
+def refuse(error: Exception) -> State:
     """What a flow does with bad input it was given: in a run ``tcl serve`` started, a Failed
     state whose message is the refusal, also logged as one error line (the run did nothing, so
     no traceback); anywhere else the error is raised for the caller to print."""

@@ -40,6 +40,7 @@ def bind_params(params_file: str | Path) -> Params:
 
 
 def serving() -> bool:
+    """Whether this process is ``tcl serve`` or a run it started."""
     return bool(os.environ.get(SERVED_PARAMS))
 
 
