@@ -2,10 +2,14 @@
 the ``python -m flows.<name> --params FILE`` entry point."""
 from __future__ import annotations
 
-import argparse
+import inspect
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:   # Prefect is imported only after prefect_defaults()
+    from prefect.states import State
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -30,20 +34,46 @@ prefect_defaults()
 
 
 def main(flow, argv: list[str] | None = None) -> int:
-    """``python -m flows.<name> [--params FILE]``: run ``flow``; errors as one line, exit 2."""
+    """``python -m flows.<name> [--params FILE] [--device NAME]``: run ``flow``; errors as one
+    line, exit 2. The params file (and the device, for a flow that takes one) is validated
+    before the flow starts, so bad input never reaches Prefect (which would log a traceback)."""
+    from tcl.add_device import check_device
+    from tcl.cli import Parser, _one_line
     from tcl.config import TclError
+    from tcl.params import load_params
 
-    parser = argparse.ArgumentParser(prog=f"python -m flows.{flow.name}",
-                                     description=(flow.description or "").split("\n")[0])
+    parser = Parser(prog=f"python -m flows.{flow.name.replace('-', '_')}",
+                    description=(flow.description or "").split("\n")[0])
     parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+    takes_device = "device" in inspect.signature(flow.fn).parameters
+    if takes_device:
+        parser.add_argument("--device", required=True, help="a registered device's name")
     args = parser.parse_args(argv)
     os.environ.setdefault("TVM_LOG_LEVEL", "WARNING")
     try:
-        run_flow(flow, params_file=args.params)
+        params = load_params(args.params)
+        extra = {"device": check_device(params, args.device).name} if takes_device else {}
+        run_flow(flow, params_file=args.params, **extra)
     except TclError as e:
-        print(f"{flow.name}: error: {e}", file=sys.stderr)
+        print(f"{flow.name}: error: {_one_line(e)}", file=sys.stderr)
         return 2
     return 0
+
+
+def refuse(error: Exception) -> State:
+    """What a flow does with bad input it was given: in a run ``tcl serve`` started, a Failed
+    state whose message is the refusal, also logged as one error line (the run did nothing, so
+    no traceback); anywhere else the error is raised for the caller to print."""
+    from prefect import get_run_logger
+    from prefect.states import Failed
+
+    from tcl.events import serving
+
+    if not serving():
+        raise error
+    message = f"refused: {error}"
+    get_run_logger().error(message)
+    return Failed(message=message)
 
 
 def run_flow(flow, **parameters):

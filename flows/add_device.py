@@ -6,22 +6,26 @@ from __future__ import annotations
 
 import sys
 
-from flows._common import main  # first: sets Prefect's defaults before it is imported
+from flows._common import main, refuse  # first: sets Prefect's defaults before it is imported
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
-from tcl.params import load_params
+from tcl.add_device import add_device_run, check_device
+from tcl.config import TclError
+from tcl.events import served_params
 
 
 @flow(name="add-device", log_prints=True)
-def add_device(device: str = "", params_file: str = "params.yaml") -> dict:
-    """Select, measure, distill, evaluate and register ``device``'s model."""
-    from tcl.add_device import add_device_run
-    from tcl.config import TclError
-
-    if not device:
-        raise TclError("add-device needs the device's name")
-    params = load_params(params_file)
+def add_device(device: str = "", params_file: str = "params.yaml",
+               event_params_file: str = "") -> dict:
+    """Select, measure, distill, evaluate and register ``device``'s model. Served, it uses only
+    the params file ``tcl serve`` bound; ``event_params_file`` (what a ``tcl.device.added``
+    event named) is only compared with it (``tcl.events.served_params``)."""
+    try:
+        params = served_params(params_file, event_params_file)
+        check_device(params, device)
+    except TclError as e:
+        return refuse(e)
     result = add_device_run(params, device)
     plot = params.paths.reports_dir / "add-device" / f"{device}.png"
     text = result.markdown() + _embedded(_plot(result, plot))

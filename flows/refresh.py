@@ -6,17 +6,22 @@ from __future__ import annotations
 
 import sys
 
-from flows._common import main  # first: sets Prefect's defaults before it is imported
+from flows._common import main, refuse  # first: sets Prefect's defaults before it is imported
 from prefect import flow
 
-from tcl.params import load_params
+from tcl.config import TclError
+from tcl.events import served_params
 
 
 @flow(name="refresh", log_prints=True)
 def refresh(params_file: str = "params.yaml") -> dict:
     from tcl.refresh import refresh_all
 
-    return refresh_all(load_params(params_file))
+    try:   # served: only the params file `tcl serve` bound
+        params = served_params(params_file)
+    except TclError as e:
+        return refuse(e)
+    return refresh_all(params)
 
 
 if __name__ == "__main__":

@@ -11,22 +11,20 @@ prefect_defaults()
 
 
 def deployments(params_file: str) -> list:
+    """The two deployments, bound to ``params_file`` (``tcl.events.bind_params``): an event
+    sets only the device (``TRIGGER_PARAMETERS``), and the runs refuse any other params file."""
     from prefect.events import DeploymentEventTrigger
 
     from flows.add_device import add_device
     from flows.refresh import refresh
-    from tcl.events import DEVICE_ADDED
-    from tcl.params import load_params
+    from tcl.events import DEVICE_ADDED, TRIGGER_PARAMETERS, bind_params
 
-    params = load_params(params_file)
-    trigger = DeploymentEventTrigger(
-        expect={DEVICE_ADDED},
-        parameters={"device": "{{ event.resource.id }}",
-                    "params_file": "{{ event.payload.params_file }}"})
-    return [add_device.to_deployment(name="add-device", triggers=[trigger],
-                                     parameters={"params_file": params_file}),
+    params = bind_params(params_file)
+    bound = {"params_file": str(params.source.resolve())}
+    trigger = DeploymentEventTrigger(expect={DEVICE_ADDED}, parameters=dict(TRIGGER_PARAMETERS))
+    return [add_device.to_deployment(name="add-device", triggers=[trigger], parameters=bound),
             refresh.to_deployment(name="refresh", cron=params.add_device.refresh_cron,
-                                  parameters={"params_file": params_file})]
+                                  parameters=bound)]
 
 
 def serve(params_file: str = "params.yaml") -> None:

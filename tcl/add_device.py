@@ -24,8 +24,10 @@ from typing import Callable
 import polars as pl
 
 from .config import TclError
+from .device import Device, DeviceRegistry
 from .params import Params
 from .registry import ModelRegistry
+from .store.records import safe_component
 
 
 @dataclass
@@ -77,16 +79,21 @@ def latest_teacher(params: Params, device: str):
     return ModelRegistry(params.paths).get(frame.row(-1, named=True)["id"])
 
 
+def check_device(params: Params, name: str) -> Device:
+    """The device an add-device run may be for: a name that cannot be a path (checked before
+    anything reads it), registered in the params' data root; anything else is a TclError."""
+    return DeviceRegistry(params.paths).get(safe_component(name, "device name"))
+
+
 def add_device_run(params: Params, device: str, say: Callable[[str], None] = print,
                    progress: bool = False) -> AddDeviceResult:
     from . import pipeline
     from .continual.run import distill_device
-    from .device import DeviceRegistry
     from .measure.active import Selection, select_and_measure
     from .measure.collect import collect
     from .status import clear_failed, mark_failed
 
-    dev = DeviceRegistry(params.paths).get(device)   # unknown: a clear error
+    dev = check_device(params, device)   # unknown or path-like: a clear error
     teacher_entry = latest_teacher(params, device)
     registry = ModelRegistry(params.paths)
     teacher = registry.load(teacher_entry).for_device(teacher_entry.device)

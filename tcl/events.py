@@ -5,6 +5,11 @@ params file). With a Prefect server (``PREFECT_API_URL``, or the one ``tcl serve
 loopback when none is configured: ``local_server``), the add-device deployment that
 ``tcl serve`` serves reacts to the event; on the embedded default with nothing serving, nothing
 listens, so the command runs the add-device flow itself.
+
+A served run uses only the params file (and so the data root) ``tcl serve`` was started with
+(``bind_params``, ``served_params``): the event names the device, nothing else it carries
+becomes a parameter (``TRIGGER_PARAMETERS``), and a run that names another params file is
+refused before it reads anything.
 """
 from __future__ import annotations
 
@@ -13,7 +18,54 @@ import os
 import urllib.request
 from pathlib import Path
 
+from .config import TclError
+from .params import Params, load_params
+
 DEVICE_ADDED = "tcl.device.added"
+# The params file `tcl serve` was started with (absolute); the flow runs it starts inherit it.
+SERVED_PARAMS = "TCL_SERVED_PARAMS"
+# What a tcl.device.added event sets in the served add-device run: the device (its resource id)
+# and the params file it names, only so that a mismatch is refused (``served_params``); an
+# event without one (``prefect event emit``) renders "" instead of failing Prefect's action.
+TRIGGER_PARAMETERS = {"device": "{{ event.resource.id }}",
+                      "event_params_file": "{{ event.payload.params_file | default('') }}"}
+
+
+def bind_params(params_file: str | Path) -> Params:
+    """``tcl serve``: validate the params file and bind it as the only one the runs it starts
+    may use (their parameters' default, and ``SERVED_PARAMS`` in the environment they inherit)."""
+    params = load_params(params_file)
+    os.environ[SERVED_PARAMS] = str(params.source.resolve())
+    return params
+
+
+def serving() -> bool:
+    """Whether this process is ``tcl serve`` or a run it started."""
+    return bool(os.environ.get(SERVED_PARAMS))
+
+
+def served_params(params_file: str, event_params_file: str = "") -> Params:
+    """The params of a flow run. In a run ``tcl serve`` started, only its bound file: a run
+    parameter or an event naming another one (another data root) is refused before anything is
+    read; elsewhere ``params_file``."""
+    bound = os.environ.get(SERVED_PARAMS)
+    if not bound:
+        return load_params(params_file)
+    for what, given in (("the run's params_file", params_file),
+                        ("the event's params file", event_params_file)):
+        if given and not _same_file(given, bound):
+            raise TclError(f"{what} {given!r} is not {bound}, the params file this `tcl serve` "
+                           "was started with: a served run uses only its own params and data "
+                           "root, and an event names only the device (serve another data root "
+                           "with its own `tcl serve --params FILE`)")
+    return load_params(bound)
+
+
+def _same_file(given: str, bound: str) -> bool:
+    try:
+        return given == bound or Path(given).resolve() == Path(bound)
+    except (OSError, ValueError):    # a NUL byte, a symlink loop: not the bound file
+        return False
 
 
 def serve_file() -> Path:
@@ -53,7 +105,7 @@ def emit_device_added(device: str, params_file: str) -> bool:
     from prefect.settings import PREFECT_API_URL
 
     resource = {"prefect.resource.id": device, "tcl.device": device}
-    payload = {"params_file": str(params_file)}
+    payload = {"params_file": str(Path(params_file).resolve())}   # what `tcl serve` compares
     url = None if PREFECT_API_URL.value() else local_server()
     if url is None:
         return emit_event(event=DEVICE_ADDED, resource=resource, payload=payload) is not None

@@ -158,9 +158,22 @@ def _prefect_server(env: dict, port: int, procs: list) -> subprocess.Popen:
     return server
 
 
+def _flow_runs(api: str, flow: str, state: str) -> list[dict]:
+    """The server's REST API: runs of ``flow`` in ``state`` (e.g. COMPLETED)."""
+    import urllib.request
+
+    body = json.dumps({"flows": {"name": {"any_": [flow]}},
+                       "flow_runs": {"state": {"type": {"any_": [state]}}}})
+    req = urllib.request.Request(f"{api}/flow_runs/filter", data=body.encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
 def test_the_event_triggers_the_served_add_device_deployment(first_model, tmp_path):
     """A real Prefect server on loopback; `tcl serve` serves the deployments; `tcl device add`
-    emits tcl.device.added and the served deployment runs the add-device flow."""
+    emits tcl.device.added and the served deployment runs the add-device flow. An event naming
+    another data root's params file is refused: a Failed run that says why, nothing read there."""
     import os
     import signal
 
@@ -194,6 +207,21 @@ def test_the_event_triggers_the_served_add_device_deployment(first_model, tmp_pa
         _wait(lambda: ModelRegistry(params.paths).latest("board2") is not None, 600,
               "the add-device run triggered by the event", procs)
         assert ModelRegistry(params.paths).latest("board2").devices[-1] == "board2"
+        other = tmp_path / "other" / "params.yaml"    # another data root (other/data)
+        other.parent.mkdir()
+        other.write_text(params.source.read_text())
+        emit = ("import sys; from tcl.events import emit_device_added; "
+                "emit_device_added(sys.argv[1], sys.argv[2])")
+        subprocess.run([sys.executable, "-c", emit, "board2", str(other)], cwd=root, env=env,
+                       check=True, timeout=120)
+        api = env["PREFECT_API_URL"]
+        _wait(lambda: _flow_runs(api, "add-device", "FAILED"), 300, "the refused run", procs)
+        [refused] = _flow_runs(api, "add-device", "FAILED")
+        assert refused["state"]["message"].startswith(
+            f"refused: the event's params file '{other}' is not {params.source.resolve()}")
+        assert refused["parameters"]["params_file"] == str(params.source.resolve())
+        assert not (other.parent / "data").exists()
+        assert len(ModelRegistry(params.paths).entries("board2")) == 1
     finally:
         for p in procs:
             if p.poll() is None:
@@ -325,14 +353,8 @@ def test_serve_without_a_server_starts_one_that_schedules_and_hears_events(first
         _wait(info_file.exists, 240, "tcl serve's Prefect server", [serve])
         url = json.loads(info_file.read_text())["api_url"]
 
-        def completed(flow: str) -> int:   # the server's REST API: flow runs filtered
-            body = json.dumps({"flows": {"name": {"any_": [flow]}},
-                               "flow_runs": {"state": {"type": {"any_": ["COMPLETED"]}}}})
-            req = urllib.request.Request(f"{url}/flow_runs/filter", data=body.encode(),
-                                         headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(req, timeout=10) as r:
-                return len(json.loads(r.read()))
-        _wait(lambda: completed("refresh") > 0, 300, "the scheduled refresh", [serve])
+        _wait(lambda: _flow_runs(url, "refresh", "COMPLETED"), 300, "the scheduled refresh",
+              [serve])
         add = subprocess.run([sys.executable, "-m", "tcl.cli", "device", "add", "board4",
                               "--target", BOARD, "--params", "params-serve.yaml"], cwd=root,
                              env=env, text=True, capture_output=True, timeout=120)

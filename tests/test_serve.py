@@ -1,0 +1,132 @@
+"""What a served flow accepts (issue 22): an event names only the device, a served run uses only
+the params file (and data root) `tcl serve` was started with; and every `python -m flows.*`
+entry point rejects bad input in one line before Prefect starts. The real-server run of the
+event is `test_add_device.py::test_the_event_triggers_the_served_add_device_deployment`."""
+from __future__ import annotations
+
+import copy
+import importlib
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flows._common import main  # first: Prefect's defaults (the ephemeral start-up timeout)
+from tcl.config import TclError
+from tcl.events import SERVED_PARAMS, TRIGGER_PARAMETERS, served_params
+
+ROOT = Path(__file__).resolve().parents[1]
+ENTRY_POINTS = sorted(p.stem for p in (ROOT / "flows").glob("*.py")
+                      if 'if __name__ == "__main__":' in p.read_text())
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch) -> Path:
+    """The tiny params file in a data root of its own; SERVED_PARAMS restored after the test."""
+    monkeypatch.setenv(SERVED_PARAMS, "")
+    params_file = tmp_path / "served" / "params.yaml"
+    params_file.parent.mkdir()
+    params_file.write_text((ROOT / "tests" / "tiny_params.yaml").read_text())
+    return params_file
+
+
+def _render(parameters: dict, event) -> dict:
+    """The trigger's parameters rendered against ``event`` with the code Prefect's server runs
+    (``RunDeployment.render_parameters``: its templates upgraded, then ``hydrate`` with Jinja)."""
+    from prefect.server.events.actions import RunDeployment
+    from prefect.utilities.schema_tools.hydration import HydrationContext, hydrate
+
+    parameters = copy.deepcopy(parameters)
+    RunDeployment._upgrade_v1_templates(parameters)
+    return hydrate(parameters, HydrationContext(raise_on_error=True, render_jinja=True,
+                                                jinja_context={"event": event}))
+
+
+def test_an_event_names_only_the_device_of_the_served_run(served, tmp_path):
+    from prefect.events import Event
+
+    from flows.serve import deployments
+
+    add_device, refresh = deployments(str(served))
+    bound = str(served.resolve())
+    assert add_device.parameters == refresh.parameters == {"params_file": bound}
+    assert add_device.triggers[0].parameters == TRIGGER_PARAMETERS
+    other = tmp_path / "other" / "params.yaml"      # another data root's params: never read
+    crafted = Event(event="tcl.device.added",
+                    resource={"prefect.resource.id": "board", "params_file": str(other)},
+                    payload={"params_file": str(other), "data": str(tmp_path / "other"),
+                             "params": str(other)})
+    run = {**add_device.parameters, **_render(TRIGGER_PARAMETERS, crafted)}  # as the server merges
+    assert run == {"device": "board", "params_file": bound, "event_params_file": str(other)}
+    with pytest.raises(TclError, match=f"event's params file '{other}' is not {bound}"):
+        served_params(run["params_file"], run["event_params_file"])
+    # the run's own parameter (e.g. set through the API) is held to the same file
+    with pytest.raises(TclError, match=f"the run's params_file '{other}' is not {bound}"):
+        served_params(str(other))
+    # an event that names this file, or none (a bare `prefect event emit`), runs on it
+    plain = Event(event="tcl.device.added", resource={"prefect.resource.id": "board"})
+    for event, named in ((plain, ""), (crafted.model_copy(update={"payload": {
+            "params_file": bound}}), bound)):
+        run = {**add_device.parameters, **_render(TRIGGER_PARAMETERS, event)}
+        assert run["event_params_file"] == named
+        assert served_params(run["params_file"], run["event_params_file"]).source == served
+
+
+def test_a_served_run_refuses_other_params_and_path_like_devices(served, tmp_path):
+    """The add-device flow in a served process: a refusal is a Failed run whose message says
+    why, and nothing is read or written (the other params file does not even exist)."""
+    from flows.add_device import add_device
+    from flows.serve import deployments
+
+    deployments(str(served))                             # binds, as `tcl serve` does
+    other = tmp_path / "other" / "params.yaml"
+    for device, params_file, event_params_file, why in (
+            ("cpu-avx2", str(other), "", "the run's params_file"),
+            ("cpu-avx2", str(served), str(other), "the event's params file"),
+            ("../../etc", str(served), "", "invalid device name"),
+            ("nosuch", str(served), "", "unknown device")):
+        state = add_device(device=device, params_file=params_file,
+                           event_params_file=event_params_file, return_state=True)
+        assert state.is_failed() and state.message.startswith(f"refused: {why}"), state
+    assert not other.parent.exists()
+    assert not (served.parent / "data").exists()        # the bound root: nothing written
+
+
+def test_every_flow_entry_point_rejects_a_bad_params_file_in_one_line(tmp_path, capsys):
+    """Every ``flows/*.py`` with a ``__main__`` (its ``main(FLOW)`` called as ``python -m`` would):
+    exit 2 and one stderr line naming the file, before any flow run (or Prefect) starts."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("data: data\ndevices: [no-such-device]\n")
+    assert {"pipeline", "add_device", "refresh"} <= set(ENTRY_POINTS)
+    for module in ENTRY_POINTS:
+        source = (ROOT / "flows" / f"{module}.py").read_text()
+        name = re.search(r'__name__ == "__main__":\n    sys\.exit\(main\((\w+)\)\)', source)
+        assert name, f"flows/{module}.py: its __main__ is not sys.exit(main(FLOW))"
+        flow = getattr(importlib.import_module(f"flows.{module}"), name.group(1))
+        argv = ["--params", str(bad)] + (["--device", "cpu-avx2"] if module == "add_device"
+                                         else [])
+        assert main(flow, argv) == 2, module
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"{flow.name}: error: {bad}: "), (module, err)
+
+
+def test_python_m_flows_prints_one_line_and_no_traceback(served, tmp_path):
+    """Through a real ``python -m``: a bad params.yaml (the pipeline) and a path-like device
+    (add-device); side by side, each is a Python start."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("data: [\n")
+    runs = {"pipeline": ["--params", str(bad)],
+            "add_device": ["--params", str(served), "--device", "../etc"]}
+    procs = {m: subprocess.Popen([sys.executable, "-m", f"flows.{m}", *a], cwd=tmp_path,
+                                 text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for m, a in runs.items()}
+    outs = {m: p.communicate(timeout=300) + (p.returncode,) for m, p in procs.items()}
+    for module, (out, err, code) in outs.items():
+        assert code == 2 and len(err.strip().splitlines()) == 1, (module, out, err)
+        assert "Traceback" not in out + err and "flow run" not in out + err, (module, err)
+    assert outs["pipeline"][1].startswith(f"pipeline: error: {bad}: not valid YAML")
+    assert outs["add_device"][1].strip() == (
+        "add-device: error: invalid device name '../etc': expected letters, digits, '.', '-' "
+        "and '_' (no path separators)")
