@@ -67,11 +67,12 @@ def task_uses(paths: Paths, params: Params | None = None) -> pl.DataFrame:
     (kind: long-tail families, networks or user networks; name: the family or network).
 
     Without ``params`` every task of the zoo but the held-out ones counts as ``train``."""
+    from .train import holdout_task_ids
     from .zoo.extract import load_networks
     from .zoo.networks import NETWORKS
 
     nets = load_networks(paths)
-    held = set(nets.filter(pl.col("holdout"))["task_id"].to_list())
+    held = holdout_task_ids(paths)
     train: set[str] | None = None
     wanted: set[str] = set()
     if params is not None:
