@@ -60,17 +60,28 @@ def _print_frame(frame) -> None:
 
 
 def _zoo_tasks(paths: Paths, networks: list[str] | None, split: str = "all",
-               max_tasks: int | None = None, small: bool = False):
+               max_tasks: int | None = None, small: bool = False, extract: bool = True):
     """Tasks of the selected networks (extracted into the zoo first where needed), heaviest
-    first; ``max_tasks`` caps each split, as ``sample.max_*_tasks`` do in params.yaml."""
+    first; ``max_tasks`` caps each split, as ``sample.max_*_tasks`` do in params.yaml.
+    ``extract=False`` (a dry run) writes nothing: networks not extracted yet are named and left
+    out."""
     import polars as pl
 
-    from .zoo.extract import build_zoo, select_tasks
+    from .zoo.extract import build_zoo, load_networks, select_tasks
     from .zoo.networks import zoo_instances
     from .zoo.user import user_networks
 
     instances = zoo_instances(networks, small=small, user=user_networks(paths))
-    build_zoo(paths, instances=instances)
+    if extract:
+        build_zoo(paths, instances=instances)
+    else:
+        done = set(load_networks(paths)["network_key"].to_list())
+        missing = [i.key for i in instances if i.key not in done]
+        if missing:
+            print(f"not counted: {len(missing)} network instances not extracted yet "
+                  f"({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); "
+                  "the run extracts them first (or `tcl zoo`)")
+        instances = [i for i in instances if i.key in done]
     tasks = select_tasks(paths, [i.key for i in instances], max_tasks, max_tasks)
     if split != "all":
         tasks = tasks.filter(pl.col("holdout") == (split == "holdout"))
@@ -150,15 +161,26 @@ def _trigger_add_device(args) -> int:
 
 
 def cmd_status(args) -> int:
+    from .params import load_params
     from .status import device_status
 
-    frame = device_status(_paths(args))
+    paths = _paths(args)
+    # The params file says which tasks the models train on; it speaks for its own data root.
+    params = load_params(args.params, check_models=False) if Path(args.params).exists() \
+        else None
+    if params is not None and params.paths.root != paths.root:
+        params = None
+    frame = device_status(paths, params)
     if args.format == "csv":
         sys.stdout.write(frame.write_csv())
     elif args.format == "json":
         sys.stdout.write(frame.write_ndjson())
     else:
-        _print_frame(frame)
+        _print_frame(frame.drop("not_used"))
+        for device, model, text in frame.select("device", "model", "not_used").iter_rows():
+            if text:  # too long for a table cell
+                print(f"{device}: {'newer ' if model else ''}records that no model trains "
+                      f"on: {text}")
     return 0
 
 
@@ -216,7 +238,8 @@ def cmd_collect(args) -> int:
     paths = _paths(args)
     device = DeviceRegistry(paths).get(args.device)
     check_runnable(device)
-    tasks = _zoo_tasks(paths, args.networks, args.split, args.max_tasks, args.small)
+    tasks = _zoo_tasks(paths, args.networks, args.split, args.max_tasks, args.small,
+                       extract=not args.dry_run)
     if args.deploy:
         if not args.select:
             raise TclError("--deploy adds networks to a sampler's pool: use it with --select")
@@ -224,7 +247,8 @@ def cmd_collect(args) -> int:
 
         # Target-aware selection: the networks the device will run join the pool, so the
         # sampler can spend budget on their tasks too.
-        extra = _zoo_tasks(paths, args.deploy, "all", None, args.small)
+        extra = _zoo_tasks(paths, args.deploy, "all", None, args.small,
+                           extract=not args.dry_run)
         tasks = pl.concat([tasks, extra.join(tasks, on="task_id", how="anti")])
     if args.select:
         return _active_collect(args, paths, device, tasks)
@@ -246,6 +270,10 @@ def _active_collect(args, paths: Paths, device, tasks) -> int:
     from .measure.active import Selection, plan_active, select_and_measure, teacher_model
 
     options = {} if args.per_task is None else {"per_task": args.per_task == "yes"}
+    selection = Selection(args.select, args.budget, args.rounds, options, seed=args.seed)
+    if args.dry_run:  # counts only: no model is loaded, nothing sampled or featurized
+        print(plan_active(paths, device, tasks, args.programs_per_task, selection).describe())
+        return 0
     model, name = (None, "none")
     if args.model:
         from .models import load_model
@@ -253,10 +281,6 @@ def _active_collect(args, paths: Paths, device, tasks) -> int:
         model, name = load_model(args.model), args.model
     elif args.select != "random":
         model, name = teacher_model(paths, device.name)
-    selection = Selection(args.select, args.budget, args.rounds, options, seed=args.seed)
-    if args.dry_run:
-        print(plan_active(paths, device, tasks, args.programs_per_task, selection).describe())
-        return 0
     stats = select_and_measure(paths, device, tasks, args.programs_per_task, selection,
                                model=model, model_name=name, batch_size=args.batch_size)
     c = stats.collect
@@ -610,6 +634,9 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="per device: records, hosts, latest model, what is "
                                        "pending")
     st.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    st.add_argument("--params", default="params.yaml",
+                    help="which tasks the models train on: its zoo.networks and sample caps "
+                         "(default: params.yaml, where it exists and names this data root)")
     st.set_defaults(func=cmd_status)
     sv = sub.add_parser("serve", help="serve the add-device (event-triggered) and refresh "
                                       "(scheduled) deployments until interrupted")

@@ -149,13 +149,15 @@ def ensure_candidates(paths: Paths, task_id: str, workload_json: str, n: int,
     from .store.locks import locked
 
     have = load_candidates(paths, task_id)
-    if _enough(have, n):  # the common case needs no lock: the file only ever grows
+    if enough_candidates(have, n):  # the common case needs no lock: the file only ever grows
         return have.head(n)
     with locked(paths, "candidates", task_id, what=f"candidates of task {task_id}"):
         return _extend_candidates(paths, task_id, workload_json, n, seed)
 
 
-def _enough(have: pl.DataFrame, n: int) -> bool:
+def enough_candidates(have: pl.DataFrame, n: int) -> bool:
+    """Whether ``have`` (a task's stored candidates) answers a request for ``n``: it holds
+    ``n``, or an earlier request for ``n`` or more found the design space used up."""
     return len(have) >= n or bool(len(have) and int(have["requested"].max()) >= n)
 
 
@@ -164,7 +166,7 @@ def _extend_candidates(paths: Paths, task_id: str, workload_json: str, n: int,
     import tvm
 
     have = load_candidates(paths, task_id)  # again, under the lock
-    if _enough(have, n):
+    if enough_candidates(have, n):
         return have.head(n)
     next_round = int(have["round"].max()) + 1 if len(have) else 0
     mod = tvm.ir.load_json(workload_json)

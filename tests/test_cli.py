@@ -33,6 +33,13 @@ def test_device_add_then_list(paths, capsys):
 
 @pytest.mark.slow
 def test_dry_run_prints_tasks_programs_and_estimate_then_query(paths, capsys):
+    # A dry run extracts nothing: it names the networks the run would extract.
+    code, out, err = run(capsys, "--data", str(paths.root), "collect", "--device", "cpu-avx2",
+                         "--networks", "bert_tiny", "--small", "--dry-run")
+    assert code == 2 and "not extracted yet" in out and "extract the zoo first" in err
+    assert not paths.zoo_dir.exists()
+    assert run(capsys, "--data", str(paths.root), "zoo", "--networks", "bert_tiny",
+               "--small")[0] == 0
     code, out, _ = run(capsys, "--data", str(paths.root), "collect", "--device", "cpu-avx2",
                        "--networks", "bert_tiny", "--small", "--max-tasks", "3",
                        "--programs-per-task", "8", "--dry-run")

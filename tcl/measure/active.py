@@ -50,19 +50,21 @@ class Selection:
 class ActivePlan:
     device: Device
     run: str
-    pool: int            # unmeasured candidates
+    pool: int            # unmeasured candidates (sampled, or still to sample)
     measured: int        # already measured on the device (of these tasks' candidates)
     budget: int          # programs to select in all rounds
     per_round: list[int]
     selected: int        # already selected by earlier (interrupted) runs of the same run id
     records_per_sec: float
+    to_sample: int = 0   # of the pool: candidates not sampled yet (the run samples them first)
 
     @property
     def eta_secs(self) -> float:
         return max(0, self.budget - self.selected) / self.records_per_sec
 
     def describe(self) -> str:
-        return (f"device {self.device.name}: pool {self.pool} unmeasured candidates "
+        fresh = f", {self.to_sample} of them still to sample," if self.to_sample else ""
+        return (f"device {self.device.name}: pool {self.pool} unmeasured candidates{fresh} "
                 f"({self.measured} measured already); budget {self.budget} programs "
                 f"({self.budget / max(self.pool, 1):.1%} of the pool) in {len(self.per_round)} "
                 f"round(s) {self.per_round}; {self.selected} selected earlier (run "
@@ -76,20 +78,27 @@ class ActiveStats:
     collect: CollectStats = field(default_factory=CollectStats)
 
 
+def _sample_pool(paths: Paths, tasks: pl.DataFrame, pool_per_task: int,
+                 seed: int) -> pl.DataFrame:
+    """program_id, task_id of the tasks' first ``pool_per_task`` candidates, sampling (and
+    storing) the missing ones."""
+    from ..sampling import ensure_candidates
+
+    cands = [ensure_candidates(paths, row["task_id"], row["workload_json"], pool_per_task,
+                               seed).select("program_id", "task_id")
+             for row in tasks.iter_rows(named=True)]
+    return pl.concat(cands) if cands else pl.DataFrame(schema={"program_id": pl.Utf8,
+                                                               "task_id": pl.Utf8})
+
+
 def _pool_frame(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task: int,
                 seed: int) -> tuple[pl.DataFrame, set[str]]:
     """Candidates (sampled and featurized where missing) and the program ids measured on the
     device, over ``tasks``."""
     from ..features import featurize, load_features
-    from ..sampling import ensure_candidates
     from ..store.records import RecordStore
 
-    cands = []
-    for row in tasks.iter_rows(named=True):
-        c = ensure_candidates(paths, row["task_id"], row["workload_json"], pool_per_task, seed)
-        cands.append(c.select("program_id", "task_id"))
-    cands = pl.concat(cands) if cands else pl.DataFrame(schema={"program_id": pl.Utf8,
-                                                                "task_id": pl.Utf8})
+    cands = _sample_pool(paths, tasks, pool_per_task, seed)
     task_ids = tasks["task_id"].to_list()
     featurize(paths, task_ids=task_ids, progress=False)
     feats = load_features(paths, task_ids)
@@ -104,18 +113,42 @@ def _program_set(frame: pl.DataFrame):
     return to_program_set(frame.sort("task_id", "program_id"), with_labels=False)
 
 
+def _stored_pool(paths: Paths, tasks: pl.DataFrame, pool_per_task: int
+                 ) -> tuple[pl.DataFrame, int]:
+    """program_id, task_id of the candidates stored for ``tasks`` (the first ``pool_per_task``
+    of each), and how many more sampling would add (the design space may hold fewer: an upper
+    bound). Reads only: a plan samples, featurizes and writes nothing."""
+    from ..sampling import enough_candidates, load_candidates
+
+    cands, to_sample = [], 0
+    for task_id in tasks["task_id"]:
+        have = load_candidates(paths, task_id)
+        if not enough_candidates(have, pool_per_task):
+            to_sample += pool_per_task - len(have)
+        cands.append(have.head(pool_per_task).select("program_id", "task_id"))
+    frame = pl.concat(cands) if cands else pl.DataFrame(schema={"program_id": pl.Utf8,
+                                                                "task_id": pl.Utf8})
+    return frame, to_sample
+
+
 def plan_active(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task: int,
                 selection: Selection) -> ActivePlan:
+    """What an active collection would select and measure, from the stored candidates, records
+    and selections alone (``tcl collect --select ... --dry-run``): candidates not sampled yet
+    count as unmeasured pool, and nothing is sampled, featurized or written. The budget comes
+    from the pool's size (``parse_budget``), so no sampler runs either."""
     from ..samplers import parse_budget
     from ..store.records import RecordStore
 
-    frame, done = _pool_frame(paths, device, tasks, pool_per_task, selection.seed)
+    frame, to_sample = _stored_pool(paths, tasks, pool_per_task)
+    records = RecordStore(paths)
+    done = set(records.read(device.name, columns=["program_id"])["program_id"])
     run = selection.run_id(device.name, pool_per_task, tasks["task_id"].to_list())
     store = SelectionStore(paths)
     earlier = [store.read(device.name, run, r) for r in range(selection.rounds)]
     earlier_ids = set().union(*[set(e["program_id"]) for e in earlier if e is not None])
     pool = frame.filter(~pl.col("program_id").is_in(list(done | earlier_ids)))
-    unmeasured = len(pool) + len(earlier_ids - done)
+    unmeasured = len(pool) + to_sample + len(earlier_ids - done)
     if all(e is not None for e in earlier):  # a finished (or fully selected) run: as it was
         per_round = [len(e) for e in earlier]
         budget = sum(per_round)
@@ -125,7 +158,7 @@ def plan_active(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task
                      for r in range(selection.rounds)]
     measured = int(frame["program_id"].is_in(list(done)).sum())
     return ActivePlan(device, run, unmeasured, measured, budget, per_round, len(earlier_ids),
-                      measured_throughput(RecordStore(paths), device.name))
+                      measured_throughput(records, device.name), to_sample)
 
 
 def select_and_measure(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task: int,
@@ -137,6 +170,7 @@ def select_and_measure(paths: Paths, device: Device, tasks: pl.DataFrame, pool_p
     ensemble) for round 0's uncertainty and embedding; None where the sampler needs none."""
     from ..samplers import make_sampler
 
+    _sample_pool(paths, tasks, pool_per_task, selection.seed)  # the plan counts stored ones
     the_plan = plan_active(paths, device, tasks, pool_per_task, selection)
     if the_plan.budget == 0:
         say(f"select {device.name}: nothing to select: every candidate of the {len(tasks)} "

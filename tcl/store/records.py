@@ -254,9 +254,14 @@ class RecordStore:
     def read(self, device: str | None = None, task_id: str | None = None,
              columns: list[str] | None = None) -> pl.DataFrame:
         """Records (deduplicated by record_id); unusable files are named and skipped."""
-        files = self.files(device)
-        if task_id is not None:
-            files = [f for f in files if f.parent.name == f"task={task_id}"]
+        if task_id is not None and device is not None:
+            # One partition's directory, not the device's whole tree: a plan asks per task.
+            part = self.partition(device, task_id)
+            files = sorted(part.glob("part-*.parquet")) if part.is_dir() else []
+        else:
+            files = self.files(device)
+            if task_id is not None:
+                files = [f for f in files if f.parent.name == f"task={task_id}"]
         good = self.usable(files)
         if not good:
             return pl.DataFrame(schema={c: RECORD_SCHEMA[c] for c in (columns or RECORD_SCHEMA)})

@@ -252,14 +252,23 @@ def select_tasks(paths: Paths, network_keys: list[str], max_train: int | None = 
     Held-out tasks are those of any held-out network (even when a training network shares
     them), so no held-out task is ever trained on.
     """
-    from ..store.catalog import Catalog
+    import duckdb
+
+    from ..store.msjson import imported_tasks_file
 
     limits = {True: max_holdout, False: max_train}
-    cat = Catalog(paths, in_memory=True)
+    # The two zoo tables alone: a catalog would also open every record file (seconds on the
+    # committed dataset, and every dry run selects tasks).
+    extra = imported_tasks_file(paths)
+    tasks = pl.concat([load_tasks(paths)] + ([pl.read_parquet(extra)] if extra.exists() else []),
+                      how="diagonal_relaxed")
+    con = duckdb.connect(":memory:")
     try:
-        cat.con.register("wanted", pl.DataFrame({"network_key": network_keys},
-                                                schema={"network_key": pl.Utf8}))
-        frame = cat.sql("""
+        con.register("wanted", pl.DataFrame({"network_key": network_keys},
+                                            schema={"network_key": pl.Utf8}))
+        con.register("networks", load_networks(paths))
+        con.register("tasks", tasks)
+        frame = con.sql("""
             WITH held AS (SELECT DISTINCT task_id FROM networks WHERE holdout),
             sel AS (
               SELECT task_id, sum(weight) AS weight, task_id IN (SELECT task_id FROM held) AS holdout
@@ -269,9 +278,9 @@ def select_tasks(paths: Paths, network_keys: list[str], max_train: int | None = 
                    row_number() OVER (PARTITION BY s.holdout, t.op_class
                                       ORDER BY s.weight DESC, s.task_id) AS rank
             FROM sel s JOIN (SELECT DISTINCT ON (task_id) * FROM tasks) t USING (task_id)
-            ORDER BY s.holdout DESC, s.weight DESC, t.task_id""")
+            ORDER BY s.holdout DESC, s.weight DESC, t.task_id""").pl()
     finally:
-        cat.close()
+        con.close()
     keep = pl.lit(False)
     for holdout, limit in limits.items():
         cond = pl.col("holdout") == holdout

@@ -1,0 +1,83 @@
+"""Every `--dry-run` on a fresh clone of the committed project: it writes nothing that git
+tracks (caches only under data/.cache, which git ignores), answers within a generous bound and
+prints the estimate it promises."""
+from __future__ import annotations
+
+import hashlib
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# Generous: the target is 15 s on a quiet host. The bound holds the command's CPU seconds
+# (user + system), which a shared, loaded test host does not inflate as it does the wall time.
+BOUND_S = 60
+
+# (arguments, return code, what the output must say)
+DRY_RUNS = [
+    (["collect", "--device", "cpu-avx2", "--dry-run"], 0, "to measure, about"),
+    (["collect", "--device", "cpu-avx2", "--select", "rdu", "--budget", "0.1", "--dry-run"], 0,
+     "min of measurement"),
+    # more candidates per task than are stored: counted as still to sample, none sampled
+    (["collect", "--device", "cpu-sse42", "--select", "random", "--budget", "50",
+      "--programs-per-task", "64", "--networks", "bert_tiny", "--deploy", "resnet18",
+      "--dry-run"], 0, "still to sample"),
+    # not extracted (small inputs): named, not extracted, so nothing is left to plan
+    (["collect", "--device", "cpu-avx2", "--networks", "resnet18", "--small", "--dry-run"], 2,
+     "not extracted yet"),
+    (["stage", "measure", "--device", "cpu-avx2", "--dry-run"], 0, "programs to measure on"),
+    (["retire", "--device", "cpu-avx2", "--before", "2030-01-01T00:00Z", "--reason", "test",
+      "--dry-run"], 0, "would retire"),
+]
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _tracked_hashes(clone: Path) -> dict[str, str]:
+    files = _git(clone, "ls-files", "-z").split("\0")
+    return {f: hashlib.sha256((clone / f).read_bytes()).hexdigest() for f in files if f}
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory) -> Path:
+    """The committed state of this checkout, as a fresh clone has it (no features, no caches)."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    dest = tmp_path_factory.mktemp("fresh") / "tcl"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(dest)], check=True)
+    return dest
+
+
+@pytest.mark.parametrize("args,code,says", DRY_RUNS, ids=[" ".join(a[:2]) + f"-{i}"
+                                                          for i, (a, _, _) in
+                                                          enumerate(DRY_RUNS)])
+def test_dry_runs_write_nothing_tracked_and_answer_in_time(clone, args, code, says):
+    before = _tracked_hashes(clone)
+    # The code under test is this checkout's; the clone is only the data (and params.yaml).
+    env = {k: v for k, v in os.environ.items() if k != "TCL_DATA"}
+    env.update(PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1")
+    start, used = time.perf_counter(), _children_cpu()
+    out = subprocess.run([sys.executable, "-P", "-c", "import sys; from tcl.cli import main; "
+                          "sys.exit(main())", *args], cwd=clone, env=env, capture_output=True,
+                         text=True, timeout=10 * BOUND_S)
+    wall, cpu = time.perf_counter() - start, _children_cpu() - used
+    print(f"tcl {' '.join(args)}: {cpu:.1f} s CPU, {wall:.1f} s wall")
+    assert out.returncode == code, out.stderr
+    assert says in out.stdout + out.stderr
+    assert cpu < BOUND_S
+    assert _tracked_hashes(clone) == before
+    changed = _git(clone, "status", "--porcelain", "--ignored", "--untracked-files=all")
+    assert all(line[3:].startswith("data/.cache/") for line in changed.splitlines()), changed
