@@ -15,9 +15,7 @@ from .pipeline import STAGES
 def cmd_stage(args) -> int:
     from . import pipeline
 
-    if args.data:
-        raise TclError("`tcl stage` takes its data root from the params file's `data` key, "
-                       "not --data")
+    _no_data(args)
     needs = {"measure": ["device"], "select": ["device"],
              "train": ["device", "model"]}.get(args.name, [])
     for opt in needs:
@@ -53,13 +51,26 @@ def cmd_stage(args) -> int:
     return 0
 
 
+def _no_data(args) -> None:
+    """The pipeline's commands take the data root from the params file: --data is refused
+    rather than ignored."""
+    if args.data:
+        raise TclError(f"`tcl {args.command}` takes its data root from the params file's `data` key "
+                       f"({args.params}), not --data")
+
+
 def cmd_models(args) -> int:
     import sys
 
+    from .cli import _paths
+    from .device import DeviceRegistry
     from .registry import ModelRegistry
 
-    params = load_params(args.params, check_models=False)
-    frame = ModelRegistry(params.paths).frame(args.device)
+    # --data names the data root; without it, the params file's
+    paths = _paths(args) if args.data else load_params(args.params, check_models=False).paths
+    if args.device is not None:
+        DeviceRegistry(paths).get(args.device)
+    frame = ModelRegistry(paths).frame(args.device)
     if frame.is_empty():
         print("no registered model" + (f" of device {args.device}" if args.device else "")
               + " (make one with `tcl distill --device D`)")
@@ -85,6 +96,7 @@ def cmd_models(args) -> int:
 
 
 def cmd_params(args) -> int:
+    _no_data(args)
     p = load_params(args.params)
     print(f"{args.params}: valid. data root {p.paths.root}; devices {', '.join(p.devices)}; "
           f"{len(p.zoo.networks)} networks{' (small)' if p.zoo.small else ''}; "
@@ -132,7 +144,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     ml = msub.add_parser("list", help="every registered model version, oldest first")
     ml.add_argument("--device", help="only versions made for this device")
     ml.add_argument("--format", choices=["table", "csv", "json"], default="table")
-    ml.add_argument("--params", default=DEFAULT_FILE)
+    ml.add_argument("--params", default=DEFAULT_FILE,
+                    help="its data root is read without --data (default: params.yaml)")
     ml.set_defaults(func=cmd_models)
 
     p = sub.add_parser("params", help="validate a params file and summarize it")
