@@ -319,7 +319,8 @@ def budget_arg(text: str) -> int | float:
 def cmd_featurize(args) -> int:
     from .features import featurize
 
-    print(f"featurized {featurize(_paths(args))} new programs")
+    # progress bars on a terminal only, as for tune: a log or a pipe gets the result line
+    print(f"featurized {featurize(_paths(args), progress=sys.stderr.isatty())} new programs")
     return 0
 
 

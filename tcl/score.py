@@ -126,8 +126,8 @@ def score_records(paths: Paths, device: str, model: str | None = None, *,
 
     if not any_device:
         check_model_device(model, device)
+    weights = network_weights(paths, networks, weights_file)   # bad weights: before any work
     records, tasks = _records(paths, device, source, task_ids)
-    weights = network_weights(paths, networks, weights_file)
     ids = records["task_id"].unique().sort().to_list()
     if weights is not None:
         ids = sorted(set(ids) & set(weights["task_id"].to_list()))
