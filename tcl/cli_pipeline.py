@@ -55,8 +55,8 @@ def _no_data(args) -> None:
     """The pipeline's commands take the data root from the params file: --data is refused
     rather than ignored."""
     if args.data:
-        raise TclError(f"`tcl {args.command}` takes its data root from the params file's `data` key "
-                       f"({args.params}), not --data")
+        raise TclError(f"`tcl {args.command}` takes its data root from the params file's "
+                       f"`data` key ({args.params}), not --data")
 
 
 def cmd_models(args) -> int:

@@ -215,8 +215,8 @@ class UserNetworks:
                                f"{holdout}): choose another name")
             if old is not None and canonical in old.variants:
                 return old.instance(canonical), False
-            net = UserNetwork(name, model_ref, (old.variants if old else ()) + (canonical,), holdout,
-                              self.factory_timeout_s)
+            variants = (old.variants if old else ()) + (canonical,)
+            net = UserNetwork(name, model_ref, variants, holdout, self.factory_timeout_s)
             inst = net.instance(canonical)
             check_fits(inst)
             build_zoo(self.paths, instances=[inst])   # writes nothing when extraction fails
