@@ -28,6 +28,10 @@ def cmd_stage(args) -> int:
     if args.dry_run and args.name != "measure":
         raise TclError(f"stage {args.name} takes no --dry-run")
     params = load_params(args.params)
+    if args.device is not None:   # unknown anywhere: an error listing the known devices
+        from .device import DeviceRegistry
+
+        DeviceRegistry(params.paths).get(args.device)
     if args.name == "measure" and args.dry_run:
         todo = pipeline.measure_todo(params, args.device)
         print(todo)

@@ -236,6 +236,8 @@ CASES = [
     (["train", "--params", P, "--device", "cpu-avx2", "--model", "mamba"],
      "epochs must be an integer", lambda raw: raw["train"]["hyper"]["mamba"].update(epochs=0)),
     (["stage", "measure", "--params", P], "needs --device", lambda raw: None),
+    (["stage", "measure", "--params", P, "--device", "nosuch", "--dry-run"],
+     "unknown device 'nosuch'; known devices", lambda raw: None),
     # the parser itself
     (["nosuchcommand"], "invalid choice"),
     ([], "required"),
