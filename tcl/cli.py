@@ -17,6 +17,7 @@ def _paths(args) -> Paths:
     if paths.root.exists() and not paths.root.is_dir():
         raise TclError(f"data root {paths.root} is a file; --data (or $TCL_DATA) names a "
                        "directory")
+    out_path(str(paths.root), "directory", "--data")   # a file above it
     return paths
 
 

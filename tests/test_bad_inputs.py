@@ -32,6 +32,10 @@ def setup_file(tmp_path):            # a path that is a file, not a directory
     return str(f)
 
 
+def setup_below_file(tmp_path):      # a path under a file
+    return str(Path(setup_file(tmp_path)) / "x")
+
+
 def setup_registered(tmp_path):      # zen3 registered once already
     main(["--data", str(tmp_path / "data"), "device", "add", "zen3", "--target", ZEN3,
           "--no-run"])
@@ -172,6 +176,9 @@ CASES = [
     # the data root
     (["--data", F, "query", "select 1"], "is a file", setup_file),
     (["--data", F, "device", "list"], "is a file", setup_file),
+    (["--data", F, "status"], "afile is a file, not a directory", setup_below_file),
+    (["predict", "no/db", "--device", "cpu-avx2", "--out", F], "afile is a file, not a",
+     setup_below_file),
     # devices
     (["device", "add", "../x", "--target", ZEN3], "invalid device name"),
     (["device", "add", "x", "--target", "not json"], "not JSON"),
