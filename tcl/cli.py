@@ -488,7 +488,7 @@ def cmd_datacard(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .params import DEFAULT_FACTORY_TIMEOUT_S
+    from .params import DEFAULT_FACTORY_TIMEOUT_S, FACTORY_TIMEOUT_RANGE
     from .sampling import MAX_PROGRAMS_PER_TASK
 
     p = Parser(prog="tcl", description=__doc__)
@@ -535,7 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "repeat for each input")
     za.add_argument("--holdout", action="store_true",
                     help="evaluate on its tasks, never train on them")
-    za.add_argument("--timeout", type=float_in(1.0, 86400.0), metavar="SECONDS",
+    za.add_argument("--timeout", type=float_in(*FACTORY_TIMEOUT_RANGE), metavar="SECONDS",
                     help="seconds MODULE:FACTORY may take to import and return (default: the "
                          "params file's zoo.factory_timeout_s, else "
                          f"{DEFAULT_FACTORY_TIMEOUT_S:g})")

@@ -16,11 +16,12 @@ import yaml
 from .config import Paths, TclError, read_text
 
 DEFAULT_FILE = "params.yaml"
-# A params file is a page of knobs (the project's is ~6 KiB). Larger files, and YAML whose
-# aliases expand to more nodes than this ("billion laughs"), are refused before they are built.
+# A params file is a page of knobs: larger files, and YAML whose aliases expand to more nodes
+# than this ("billion laughs"), are refused before they are built.
 MAX_FILE_BYTES = 1 << 20
 MAX_EXPANDED_NODES = 100_000
 DEFAULT_FACTORY_TIMEOUT_S = 300.0   # zoo.factory_timeout_s where no params file is read
+FACTORY_TIMEOUT_RANGE = (1.0, 86400.0)   # zoo.factory_timeout_s and tcl zoo add --timeout
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,7 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
         raise r.fail("zoo.networks", str(e)) from None
     zoo = ZooParams(r.names(z["networks"], "zoo.networks", set(NETWORKS) | set(users), "network"),
                     r.boolean(z["small"], "zoo.small"),
-                    r.number(z["factory_timeout_s"], "zoo.factory_timeout_s", 1.0, 86400.0))
+                    r.number(z["factory_timeout_s"], "zoo.factory_timeout_s", *FACTORY_TIMEOUT_RANGE))
 
     s = r.section(top["sample"], "sample",
                   ("programs_per_task", "max_train_tasks", "max_holdout_tasks", "seed"))
