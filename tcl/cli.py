@@ -721,7 +721,10 @@ def _run(args, seen: list[int]) -> int:
     from .measure.interrupt import Interrupted
 
     try:
-        return args.func(args) or 0
+        code = args.func(args) or 0
+        # a library that caught the KeyboardInterrupt and carried on (MetaSchedule's search
+        # does, in places): the user still asked to stop, and the result may be cut short
+        return _interrupted() if seen else code
     except Interrupted as e:
         print(f"tcl: {_one_line(e)}", file=sys.stderr)
         return e.exit_code
