@@ -4,7 +4,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from .config import Paths, TclError
@@ -15,7 +17,24 @@ def _paths(args) -> Paths:
     if paths.root.exists() and not paths.root.is_dir():
         raise TclError(f"data root {paths.root} is a file; --data (or $TCL_DATA) names a "
                        "directory")
+    out_path(str(paths.root), "directory", "--data")   # a file above it
     return paths
+
+
+def out_path(text: str, kind: str, option: str = "--out") -> Path:
+    """An output path given as ``option``, checked before any work: ``kind`` "file" or
+    "directory", refused when the path (or a folder above it) is the other kind."""
+    out = Path(text)
+    if kind == "file" and out.is_dir():
+        raise TclError(f"{option} {out} is a directory; it names the file to write")
+    if kind == "directory" and out.exists() and not out.is_dir():
+        raise TclError(f"{option} {out} is a file; it names the directory to write into")
+    for above in out.parents:
+        if above.exists():
+            if not above.is_dir():
+                raise TclError(f"{option} {out}: {above} is a file, not a directory")
+            break
+    return out
 
 
 def int_in(low: int, high: int | None = None):
@@ -187,6 +206,9 @@ def cmd_status(args) -> int:
 def cmd_serve(args) -> int:
     from flows.serve import serve
 
+    from .cli_pipeline import _no_data
+
+    _no_data(args)
     serve(args.params)
     return 0
 
@@ -195,7 +217,8 @@ def cmd_zoo(args) -> int:
     if args.zoo_command == "add":
         from .zoo.user import UserNetworks
 
-        inst, new = UserNetworks(_paths(args)).add(args.name, args.model, args.input, args.holdout)
+        users = UserNetworks(_paths(args), _factory_timeout(args))
+        inst, new = users.add(args.name, args.model, args.input, args.holdout)
         if not new:
             print(f"{inst.key} is already in the zoo: nothing to add")
             return 0
@@ -208,6 +231,18 @@ def cmd_zoo(args) -> int:
     tasks = _zoo_tasks(_paths(args), args.networks, small=args.small)
     print(f"{len(tasks)} tasks in the selected networks")
     return 0
+
+
+def _factory_timeout(args) -> float:
+    """``zoo add``: --timeout, else the params file's zoo.factory_timeout_s where the file
+    exists, else the default."""
+    from .params import DEFAULT_FACTORY_TIMEOUT_S, load_params
+
+    if args.timeout is not None:
+        return args.timeout
+    if Path(args.params).exists():
+        return load_params(args.params, check_models=False).zoo.factory_timeout_s
+    return DEFAULT_FACTORY_TIMEOUT_S
 
 
 def _zoo_listing(paths: Paths):
@@ -309,7 +344,8 @@ def budget_arg(text: str) -> int | float:
 def cmd_featurize(args) -> int:
     from .features import featurize
 
-    print(f"featurized {featurize(_paths(args))} new programs")
+    # progress bars on a terminal only, as for tune: a log or a pipe gets the result line
+    print(f"featurized {featurize(_paths(args), progress=sys.stderr.isatty())} new programs")
     return 0
 
 
@@ -350,6 +386,8 @@ def cmd_predict(args) -> int:
 
     paths = _paths(args)
     DeviceRegistry(paths).get(args.device)   # an unknown device: a clear error
+    if args.out:
+        out_path(args.out, "file")
     scores, what, skipped = predict_database(paths, args.device, args.dir, args.model,
                                              any_device=args.any_device)
     for p in skipped:
@@ -370,6 +408,8 @@ def cmd_score(args) -> int:
 
     paths = _paths(args)
     DeviceRegistry(paths).get(args.device)
+    if args.out:
+        out_path(args.out, "directory")
     got = score_records(paths, args.device, args.model, task_ids=args.tasks, source=args.source,
                         networks=args.networks, weights_file=args.weights,
                         any_device=args.any_device)
@@ -394,6 +434,8 @@ def cmd_score(args) -> int:
 def cmd_tune(args) -> int:
     from .tune import tune_network
 
+    if args.out:
+        out_path(args.out, "directory")
     r = tune_network(_paths(args), args.network, args.device, args.model, trials=args.trials,
                      update=args.update, seed=args.seed, population=args.population,
                      generations=args.generations, out=args.out,
@@ -424,6 +466,7 @@ def cmd_export(args) -> int:
 def cmd_retire(args) -> int:
     from datetime import datetime
 
+    from .device import DeviceRegistry
     from .store.records import RecordStore
 
     def when(option: str, text: str | None):
@@ -436,7 +479,9 @@ def cmd_retire(args) -> int:
                            "2026-11-29T21:00Z") from None
 
     before, after = when("before", args.before), when("after", args.after)
-    done = RecordStore(_paths(args)).retire(args.device, before, args.reason, args.dry_run,
+    paths = _paths(args)
+    DeviceRegistry(paths).get(args.device)
+    done = RecordStore(paths).retire(args.device, before, args.reason, args.dry_run,
                                             after=after)
     verb = "would retire" if args.dry_run else "retired"
     span = f"before {before.isoformat()}" if after is None else \
@@ -450,11 +495,12 @@ def cmd_retire(args) -> int:
 
 def cmd_datacard(args) -> int:
     from . import datacard
+    from .device import DeviceRegistry
 
     paths = _paths(args)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise TclError(f"--out {out} is a file; it names the directory the card is written to")
+    out = out_path(args.out, "directory") if args.out else paths.reports_dir / "datacard"
+    for dev in args.remeasure:
+        DeviceRegistry(paths).get(dev)
     remeasure = None
     if args.remeasure:
         remeasure = {dev: datacard.remeasure_correlation(
@@ -475,6 +521,7 @@ def any_device_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .params import DEFAULT_FACTORY_TIMEOUT_S, FACTORY_TIMEOUT_RANGE
     from .sampling import MAX_PROGRAMS_PER_TASK
 
     p = Parser(prog="tcl", description=__doc__)
@@ -521,6 +568,12 @@ def build_parser() -> argparse.ArgumentParser:
                          "repeat for each input")
     za.add_argument("--holdout", action="store_true",
                     help="evaluate on its tasks, never train on them")
+    za.add_argument("--timeout", type=float_in(*FACTORY_TIMEOUT_RANGE), metavar="SECONDS",
+                    help="seconds MODULE:FACTORY may take to import and return (default: the "
+                         "params file's zoo.factory_timeout_s, else "
+                         f"{DEFAULT_FACTORY_TIMEOUT_S:g})")
+    za.add_argument("--params", default="params.yaml",
+                    help="where zoo.factory_timeout_s is read (default: params.yaml, if any)")
     zsub.add_parser("list", help="the networks: built in, long-tail families and your own")
 
     c = sub.add_parser("collect", help="sample and measure programs on a device")
@@ -644,7 +697,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.set_defaults(func=cmd_serve)
 
     dc = sub.add_parser("datacard", help="dataset statistics, noise and device landscapes")
-    dc.add_argument("--out", default="data/reports/datacard")
+    dc.add_argument("--out", help="directory of datacard.md (default: <data>/reports/datacard)")
     dc.add_argument("--remeasure", nargs="*", default=[],
                     help="devices whose records to re-measure in part (noise check)")
     dc.add_argument("--fraction", type=float_in(0.0, 1.0, low_open=True), default=0.01)
@@ -668,29 +721,74 @@ def main(argv: list[str] | None = None) -> int:
     problem the user can fix, 128 + signal for an interrupt, 1 for an internal error (set
     TCL_DEBUG=1 for its traceback)."""
     os.environ.setdefault("TVM_LOG_LEVEL", "WARNING")
-    args = build_parser().parse_args(argv)
+    seen: list[int] = []
+    restore = _note_sigint(seen)
+    try:
+        return _run(build_parser().parse_args(argv), seen)
+    except KeyboardInterrupt:   # while parsing or importing, before _run
+        return _interrupted()
+    finally:
+        restore()
+
+
+def _note_sigint(seen: list[int]):
+    """Ctrl-C raises KeyboardInterrupt as usual, and is noted in ``seen``: TVM hands a
+    KeyboardInterrupt raised inside its callbacks (a cost model, a measure callback: `tcl
+    tune`) back as a bare RuntimeError, which the note turns into the interrupt it was.
+    Returns the function that restores the previous handler."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return lambda: None   # SIGINT ignored (nohup) or handled by an embedding program
+
+    def handle(signum: int, _frame) -> None:
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handle)
+    return lambda: signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _interrupted() -> int:
+    print("tcl: interrupted; finished work is stored, run the command again to resume",
+          file=sys.stderr)
+    return 130
+
+
+def _run(args, seen: list[int]) -> int:
     from .measure.interrupt import Interrupted
 
     try:
-        return args.func(args) or 0
+        code = args.func(args) or 0
+        # a library that caught the KeyboardInterrupt and carried on (MetaSchedule's search
+        # does, in places): the user still asked to stop, and the result may be cut short
+        return _interrupted() if seen else code
     except Interrupted as e:
         print(f"tcl: {_one_line(e)}", file=sys.stderr)
         return e.exit_code
-    except TclError as e:
-        print(f"tcl: error: {_one_line(e)}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
-        print("tcl: interrupted; finished batches are stored, run the command again to resume",
-              file=sys.stderr)
-        return 130
+        return _interrupted()
     except BrokenPipeError:  # output piped into `head` and the like
         return 0
     except Exception as e:
-        if os.environ.get("TCL_DEBUG"):
-            raise
-        print(f"tcl: internal error: {type(e).__name__}: {_one_line(e)[:500]} "
-              "(set TCL_DEBUG=1 for the traceback)", file=sys.stderr)
-        return 1
+        if seen:   # whatever a library made of the interrupt
+            return _interrupted()
+        if isinstance(e, TclError):
+            print(f"tcl: error: {_one_line(e)}", file=sys.stderr)
+            return 2
+        if isinstance(e, OSError) and e.filename is not None and \
+                not os.environ.get("TCL_DEBUG"):
+            # the file system refused a path: permissions, a full disk, a file for a folder
+            print(f"tcl: error: {e.filename}: {e.strerror or e}", file=sys.stderr)
+            return 2
+        return _internal(e)
+
+
+def _internal(e: Exception) -> int:
+    if os.environ.get("TCL_DEBUG"):
+        raise e
+    print(f"tcl: internal error: {type(e).__name__}: {_one_line(e)[:500]} "
+          "(set TCL_DEBUG=1 for the traceback)", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

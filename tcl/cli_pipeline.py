@@ -15,9 +15,7 @@ from .pipeline import STAGES
 def cmd_stage(args) -> int:
     from . import pipeline
 
-    if args.data:
-        raise TclError("`tcl stage` takes its data root from the params file's `data` key, "
-                       "not --data")
+    _no_data(args)
     needs = {"measure": ["device"], "select": ["device"],
              "train": ["device", "model"]}.get(args.name, [])
     for opt in needs:
@@ -30,6 +28,10 @@ def cmd_stage(args) -> int:
     if args.dry_run and args.name != "measure":
         raise TclError(f"stage {args.name} takes no --dry-run")
     params = load_params(args.params)
+    if args.device is not None:   # unknown anywhere: an error listing the known devices
+        from .device import DeviceRegistry
+
+        DeviceRegistry(params.paths).get(args.device)
     if args.name == "measure" and args.dry_run:
         todo = pipeline.measure_todo(params, args.device)
         print(todo)
@@ -53,13 +55,26 @@ def cmd_stage(args) -> int:
     return 0
 
 
+def _no_data(args) -> None:
+    """The pipeline's commands take the data root from the params file: --data is refused
+    rather than ignored."""
+    if args.data:
+        raise TclError(f"`tcl {args.command}` takes its data root from the params file's "
+                       f"`data` key ({args.params}), not --data")
+
+
 def cmd_models(args) -> int:
     import sys
 
+    from .cli import _paths
+    from .device import DeviceRegistry
     from .registry import ModelRegistry
 
-    params = load_params(args.params, check_models=False)
-    frame = ModelRegistry(params.paths).frame(args.device)
+    # --data names the data root; without it, the params file's
+    paths = _paths(args) if args.data else load_params(args.params, check_models=False).paths
+    if args.device is not None:
+        DeviceRegistry(paths).get(args.device)
+    frame = ModelRegistry(paths).frame(args.device)
     if frame.is_empty():
         print("no registered model" + (f" of device {args.device}" if args.device else "")
               + " (make one with `tcl distill --device D`)")
@@ -94,6 +109,7 @@ def cmd_models_convert(args) -> int:
 
 
 def cmd_params(args) -> int:
+    _no_data(args)
     p = load_params(args.params)
     print(f"{args.params}: valid. data root {p.paths.root}; devices {', '.join(p.devices)}; "
           f"{len(p.zoo.networks)} networks{' (small)' if p.zoo.small else ''}; "
@@ -141,7 +157,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     ml = msub.add_parser("list", help="every registered model version, oldest first")
     ml.add_argument("--device", help="only versions made for this device")
     ml.add_argument("--format", choices=["table", "csv", "json"], default="table")
-    ml.add_argument("--params", default=DEFAULT_FILE)
+    ml.add_argument("--params", default=DEFAULT_FILE,
+                    help="its data root is read without --data (default: params.yaml)")
     ml.set_defaults(func=cmd_models)
     mc = msub.add_parser("convert", help="rewrite model files of an older tcl that need the full "
                                          "unpickler, so they load as data only; this TRUSTS the "

@@ -10,6 +10,19 @@ class TclError(Exception):
     """An error the user can act on: the message names what was wrong and what was expected."""
 
 
+def read_text(path: Path, what: str) -> str:
+    """The UTF-8 text of ``path``, the ``what`` (e.g. "params file") the user gave; a file that
+    is not UTF-8, or a directory, is a TclError naming it. Every text file tcl reads goes
+    through here."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise TclError(f"{what} {path} is not UTF-8 text (byte {e.object[e.start]:#04x} at "
+                       f"offset {e.start}); save it as UTF-8") from None
+    except IsADirectoryError:
+        raise TclError(f"{what} {path} is a directory; expected a file") from None
+
+
 @dataclass(frozen=True)
 class Paths:
     """The layout of one data root (``data/`` of the project by default)."""

@@ -172,11 +172,18 @@ def program_features(task_id: str, workload_json: str, programs: pl.DataFrame) -
     }, schema=FEATURE_SCHEMA)
 
 
+def _read(f: Path) -> pl.DataFrame:
+    """A task's cached features; a corrupt file is named (it is a cache: deleting it is safe)."""
+    from .store.records import read_parquet
+
+    return read_parquet(f, "features file", "delete it; `tcl featurize` computes it again")
+
+
 def featurize_task(paths: Paths, task_id: str, workload_json: str,
                    programs: pl.DataFrame) -> int:
     """Cache features of ``programs`` (program_id, trace_json) not yet cached; returns how many."""
     f = features_file(paths, task_id)
-    have = pl.read_parquet(f) if f.exists() else pl.DataFrame(schema=FEATURE_SCHEMA)
+    have = _read(f) if f.exists() else pl.DataFrame(schema=FEATURE_SCHEMA)
     todo = programs.unique("program_id", maintain_order=True).filter(
         ~pl.col("program_id").is_in(have["program_id"].implode()))
     if todo.is_empty():
@@ -219,5 +226,5 @@ def load_features(paths: Paths, task_ids: Iterable[str]) -> pl.DataFrame:
     if missing:
         raise TclError(f"features not computed for {len(missing)} task(s), e.g. {missing[0]}: "
                        "run `tcl featurize` first")
-    return pl.concat([pl.read_parquet(f) for f in files]) if files else \
+    return pl.concat([_read(f) for f in files]) if files else \
         pl.DataFrame(schema=FEATURE_SCHEMA)

@@ -13,15 +13,22 @@ from typing import Any
 
 import yaml
 
-from .config import Paths, TclError
+from .config import Paths, TclError, read_text
 
 DEFAULT_FILE = "params.yaml"
+# A params file is a page of knobs: larger files, and YAML whose aliases expand to more nodes
+# than this ("billion laughs"), are refused before they are built.
+MAX_FILE_BYTES = 1 << 20
+MAX_EXPANDED_NODES = 100_000
+DEFAULT_FACTORY_TIMEOUT_S = 300.0   # zoo.factory_timeout_s where no params file is read
+FACTORY_TIMEOUT_RANGE = (1.0, 86400.0)   # zoo.factory_timeout_s and tcl zoo add --timeout
 
 
 @dataclass(frozen=True)
 class ZooParams:
     networks: tuple[str, ...]   # names in tcl.zoo.networks.NETWORKS
     small: bool                 # reduced input shapes (tests)
+    factory_timeout_s: float = DEFAULT_FACTORY_TIMEOUT_S  # a user network's factory (zoo add)
 
 
 @dataclass(frozen=True)
@@ -242,13 +249,14 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
         raise r.fail("devices", str(e)) from None
     devices = r.names(top["devices"], "devices", known_devices, "device")
 
-    z = r.section(top["zoo"], "zoo", ("networks", "small"))
+    z = r.section(top["zoo"], "zoo", ("networks", "small", "factory_timeout_s"))
     try:
         users = user_networks(data_paths(source, data))
     except TclError as e:
         raise r.fail("zoo.networks", str(e)) from None
     zoo = ZooParams(r.names(z["networks"], "zoo.networks", set(NETWORKS) | set(users), "network"),
-                    r.boolean(z["small"], "zoo.small"))
+                    r.boolean(z["small"], "zoo.small"),
+                    r.number(z["factory_timeout_s"], "zoo.factory_timeout_s", *FACTORY_TIMEOUT_RANGE))
 
     s = r.section(top["sample"], "sample",
                   ("programs_per_task", "max_train_tasks", "max_holdout_tasks", "seed"))
@@ -436,13 +444,50 @@ def check_model_params(params: Params, reader: _Reader | None = None) -> None:
 def load_params(path: str | Path = DEFAULT_FILE, check_models: bool = True) -> Params:
     """Read and validate a params file (see the module docstring); nothing else is done."""
     path = Path(path)
+    if not path.exists():
+        raise TclError(f"params file {path} does not exist (copy the project's params.yaml)")
+    if path.is_file() and path.stat().st_size > MAX_FILE_BYTES:
+        raise TclError(f"params file {path} is {path.stat().st_size} bytes; a params file is "
+                       f"at most {MAX_FILE_BYTES} bytes")
+    text = read_text(path, "params file")
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise TclError(f"params file {path} does not exist (copy the project's params.yaml)") \
-            from None
-    try:
+        _check_expansion(yaml.compose(text, Loader=yaml.SafeLoader), path)
         raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise TclError(f"{path}: not valid YAML: {e}") from None
+    except RecursionError:
+        raise TclError(f"params file {path} nests its values too deeply; a params file is a "
+                       "page of knobs") from None
     return parse_params(raw, path, check_models=check_models)
+
+
+def _check_expansion(root: yaml.Node | None, path: Path) -> None:
+    """Refuse YAML whose aliases expand to more than MAX_EXPANDED_NODES nodes, or refer to
+    themselves. Counted on the node graph, once per distinct node, so nothing is expanded."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_:
+            raise TclError(f"params file {path}: an alias refers to itself (line "
+                           f"{node.start_mark.line + 1}); a params file is a tree of values")
+        open_.add(key)
+        children = node.value if isinstance(node, yaml.SequenceNode) else \
+            [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else []
+        total = 1
+        for child in children:
+            total += size(child)
+            if total > MAX_EXPANDED_NODES:
+                raise TclError(f"params file {path}: its aliases expand to more than "
+                               f"{MAX_EXPANDED_NODES} values (line {node.start_mark.line + 1}); "
+                               "a params file is a page of knobs")
+        open_.discard(key)
+        sizes[key] = total
+        return total
+
+    if root is not None:
+        size(root)
+

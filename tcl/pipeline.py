@@ -32,7 +32,7 @@ def instances(params: Params):
     from .zoo.user import user_networks
 
     return zoo_instances(list(params.zoo.networks), small=params.zoo.small,
-                         user=user_networks(params.paths))
+                         user=user_networks(params.paths, params.zoo.factory_timeout_s))
 
 
 def run_zoo(params: Params) -> int:

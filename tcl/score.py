@@ -66,8 +66,17 @@ def network_weights(paths: Paths, networks: Sequence[str] | None,
         if not need <= set(frame.columns):
             raise TclError(f"--weights {f} needs columns network, task_id, weight; it has "
                            f"{', '.join(frame.columns)}")
-        return frame.select(pl.col("network").cast(pl.Utf8).alias("network_key"), "task_id",
-                            pl.col("weight").cast(pl.Float64))
+        weights = frame.select(pl.col("network").cast(pl.Utf8).alias("network_key"), "task_id",
+                               pl.col("weight").cast(pl.Float64, strict=False))
+        # a weight counts a task's runs per inference: a number >= 0 (0 leaves a task out)
+        bad = weights.with_row_index("row").filter(
+            pl.col("weight").is_null() | ~pl.col("weight").is_finite() | (pl.col("weight") < 0))
+        if len(bad):
+            row = bad.row(0, named=True)
+            shown = frame["weight"][row["row"]]
+            raise TclError(f"--weights {f}: line {row['row'] + 2} (task {row['task_id']}): weight "
+                           f"{shown!r} is not a number >= 0 ({len(bad)} such line(s))")
+        return weights
     if not networks:
         return None
     from .zoo.extract import load_networks
@@ -96,10 +105,10 @@ def score_records(paths: Paths, device: str, model: str | None = None, *,
     from .features import featurize
     from .predict import resolve_model
 
+    weights = network_weights(paths, networks, weights_file)   # bad weights: before any work
     records, tasks = _records(paths, device, source, task_ids)
     # before featurizing: a model of another device (or an unreadable file) is refused early
     scorer, what = resolve_model(paths, device, model, any_device)
-    weights = network_weights(paths, networks, weights_file)
     ids = records["task_id"].unique().sort().to_list()
     if weights is not None:
         ids = sorted(set(ids) & set(weights["task_id"].to_list()))

@@ -219,6 +219,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
         raise TclError(f"population {population} / generations {generations}: expected a "
                        "population of at least 2 and generations >= 0")
     from .device import DeviceRegistry, check_runnable
+    from .measure.interrupt import quiet_interrupts
     from .measure.pooled_builder import pooled_builder
     from .measure.runner import _pin_worker, make_runner
     from .measure.timed import Stopwatch, timed
@@ -282,7 +283,8 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     m = device.measure
     spec = None if inst.source is not None else (inst.network, inst.batch, inst.size)
     with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                initializer=functools.partial(_pin_worker, device.num_cores)) as pool:
+                                initializer=functools.partial(quiet_interrupts, _pin_worker,
+                                                              device.num_cores)) as pool:
         got, mean, std, torch_ms = pool.submit(
             _measure_in_pinned_process, str(lib), inputs, device.num_cores, m.number,
             max(m.repeat, 5), m.min_repeat_ms, spec).result()

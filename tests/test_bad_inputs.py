@@ -4,6 +4,7 @@ non-zero with one line naming the problem, or succeeds with a stated no-op. Runs
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 import yaml
 
@@ -29,6 +30,10 @@ def setup_file(tmp_path):            # a path that is a file, not a directory
     f = tmp_path / "afile"
     f.write_text("x")
     return str(f)
+
+
+def setup_below_file(tmp_path):      # a path under a file
+    return str(Path(setup_file(tmp_path)) / "x")
 
 
 def setup_registered(tmp_path):      # zen3 registered once already
@@ -59,6 +64,78 @@ def setup_corrupt_record(tmp_path):
     RecordStore(paths).append(rows(task="t2", n=2))
     f.write_bytes(b"garbage")
     return None
+
+
+def setup_latin1_params(tmp_path):   # a params file saved in Latin-1, not UTF-8
+    f = tmp_path / "params.yaml"
+    f.write_bytes("data: data  # café\n".encode("latin-1"))
+    return str(f)
+
+
+def setup_laughs(tmp_path):          # "billion laughs": 10 aliases of 10, nine levels deep
+    lines = ["l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    f = tmp_path / "params.yaml"
+    f.write_text("\n".join(lines) + "\n")
+    return str(f)
+
+
+def setup_self_alias(tmp_path):
+    f = tmp_path / "params.yaml"
+    f.write_text("data: &a [1, *a]\n")
+    return str(f)
+
+
+def setup_huge_params(tmp_path):
+    from tcl.params import MAX_FILE_BYTES
+
+    f = tmp_path / "params.yaml"
+    f.write_text("data: data\n#" + "x" * MAX_FILE_BYTES + "\n")
+    return str(f)
+
+
+def setup_latin1_db(tmp_path):       # a MetaSchedule database that is not UTF-8
+    d = tmp_path / "db"
+    d.mkdir()
+    (d / "database_workload.json").write_bytes(b"\xff\xfe not utf-8\n")
+    (d / "database_tuning_record.json").write_bytes(b"\xff\n")
+    return str(d)
+
+
+def setup_corrupt_zoo(name):
+    def setup(tmp_path):
+        f = tmp_path / "data" / "zoo" / name
+        f.parent.mkdir(parents=True)
+        f.write_bytes(b"garbage")
+    return setup
+
+
+def setup_corrupt_features(tmp_path):   # records and task of t1, its cached features garbage
+    from tcl.config import Paths
+    from tcl.features import features_file
+    from tcl.store.records import write_parquet_atomic
+    from tcl.zoo.extract import TASK_SCHEMA
+
+    paths = Paths(tmp_path / "data")
+    RecordStore(paths).append(rows(n=2))
+    write_parquet_atomic(pl.DataFrame([{"task_id": "t1", "task_name": "t1", "op_class": "dense",
+                                        "workload_json": "{}", "flop": 0.0}],
+                                      schema=TASK_SCHEMA), paths.tasks_file)
+    f = features_file(paths, "t1")
+    f.parent.mkdir(parents=True)
+    f.write_bytes(b"garbage")
+
+
+def setup_negative_weights(tmp_path):
+    f = tmp_path / "weights.csv"
+    f.write_text("network,task_id,weight\nnet,t1,1\nnet,t2,-5\n")
+    return str(f)
+
+
+def setup_hanging_factory(tmp_path):   # a user network whose factory never returns
+    f = tmp_path / "hang_net.py"
+    f.write_text("import time\n\n\ndef build():\n    time.sleep(10**6)\n")
+    return f"{f}:build"
 
 
 P = "{params}"    # replaced by a params file made from the edit in the case
@@ -99,6 +176,9 @@ CASES = [
     # the data root
     (["--data", F, "query", "select 1"], "is a file", setup_file),
     (["--data", F, "device", "list"], "is a file", setup_file),
+    (["--data", F, "status"], "afile is a file, not a directory", setup_below_file),
+    (["predict", "no/db", "--device", "cpu-avx2", "--out", F], "afile is a file, not a",
+     setup_below_file),
     # devices
     (["device", "add", "../x", "--target", ZEN3], "invalid device name"),
     (["device", "add", "x", "--target", "not json"], "not JSON"),
@@ -124,7 +204,7 @@ CASES = [
     (["retire", "--device", "cpu-avx2", "--before", "2026-11-29T21:00", "--reason", "x"],
      "time zone"),
     (["retire", "--device", "../x", "--before", "2026-11-29T21:00Z", "--reason", "x"],
-     "invalid device name"),
+     "unknown device '../x'"),
     # datacard
     (["datacard", "--fraction", "0"], "--fraction: must lie in (0.0, 1.0]"),
     (["datacard", "--fraction", "2"], "--fraction: must lie"),
@@ -163,9 +243,42 @@ CASES = [
     (["train", "--params", P, "--device", "cpu-avx2", "--model", "mamba"],
      "epochs must be an integer", lambda raw: raw["train"]["hyper"]["mamba"].update(epochs=0)),
     (["stage", "measure", "--params", P], "needs --device", lambda raw: None),
+    (["stage", "measure", "--params", P, "--device", "nosuch", "--dry-run"],
+     "unknown device 'nosuch'; known devices", lambda raw: None),
     # the parser itself
     (["nosuchcommand"], "invalid choice"),
     ([], "required"),
+    # files that are not what they should be: each named (issue 22)
+    (["params", "--params", F], "is not UTF-8 text (byte 0xe9", setup_latin1_params),
+    (["params", "--params", F], "aliases expand to more than", setup_laughs),
+    (["params", "--params", F], "an alias refers to itself", setup_self_alias),
+    (["params", "--params", F], "a params file is at most", setup_huge_params),
+    (["import", F, "--device", "cpu-avx2"], "database_workload.json is not UTF-8 text",
+     setup_latin1_db),
+    (["collect", "--device", "cpu-avx2", "--networks", "bert_tiny", "--small", "--dry-run"],
+     "zoo tasks file", setup_corrupt_zoo("tasks.parquet")),
+    (["zoo", "list"], "zoo networks file", setup_corrupt_zoo("networks.parquet")),
+    (["featurize"], "task=t1.parquet is not readable Parquet", setup_corrupt_features),
+    (["predict", "no/db", "--device", "cpu-avx2", "--out", "."],
+     "--out . is a directory; it names the file"),
+    (["score", "--device", "cpu-avx2", "--out", F], "is a file; it names the directory",
+     setup_file),
+    (["tune", "--network", "resnet18", "--device", "cpu-avx2", "--out", F],
+     "is a file; it names the directory", setup_file),
+    (["score", "--device", "cpu-avx2", "--weights", F], "weight -5 is not a number >= 0",
+     setup_negative_weights),
+    (["zoo", "add", "hang", "--model", F, "--input", "1x3x8x8", "--timeout", "2"],
+     "did not return its module within 2 s", setup_hanging_factory),
+    # an unknown device, wherever one is named: the known ones are listed
+    (["retire", "--device", "nosuch", "--before", "2026-11-29T21:00Z", "--reason", "x"],
+     "unknown device 'nosuch'; known devices: cpu-avx2"),
+    (["models", "list", "--device", "nosuch"], "unknown device 'nosuch'; known devices"),
+    (["datacard", "--remeasure", "nosuch"], "unknown device 'nosuch'; known devices"),
+    (["score", "--device", "nosuch"], "unknown device 'nosuch'; known devices"),
+    (["predict", "no/db", "--device", "nosuch"], "unknown device 'nosuch'; known devices"),
+    # --data: honoured, or refused where the params file names the data root
+    (["--data", "elsewhere", "params", "--params", P], "takes its data root from the params",
+     lambda raw: None),
     # a corrupt record file: named, skipped, the query still answers
     (["query", "select count(*) n from records"], "skipped unusable record file",
      setup_corrupt_record, 0),

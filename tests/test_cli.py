@@ -1,5 +1,11 @@
 """The `tcl` command as a user runs it: collection plan, queries, and the errors it names."""
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +82,74 @@ def test_query_formats_for_scripts(paths, capsys):
     code, out, _ = run(capsys, "--data", str(paths.root), "query", "--format", "json",
                        "select program_id from records order by 1")
     assert [json.loads(line)["program_id"] for line in out.splitlines()] == ["p0", "p1", "p2"]
+
+
+HANG = """import pathlib
+import time
+
+
+def build():
+    pathlib.Path(__file__).with_name("started").touch()
+    time.sleep(10 ** 6)
+"""
+
+
+@pytest.mark.parametrize("command", ["tune", "zoo add"])
+def test_ctrl_c_exits_130_with_one_line(tmp_path, command):
+    """A terminal's Ctrl-C (SIGINT to the whole process group) while the command waits: here a
+    user network's factory that never returns, reached early by both commands."""
+    net = tmp_path / "hang_net.py"
+    net.write_text(HANG)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "user_networks.json").write_text(json.dumps(
+        {"hang": {"model": f"{net}:build", "inputs": ["1x3x8x8"]}}))
+    argv = ["tune", "--network", "hang", "--device", "cpu-avx2", "--model", "random",
+            "--trials", "8", "--out", str(tmp_path / "run")] if command == "tune" else \
+        ["zoo", "add", "other", "--model", f"{net}:build", "--input", "1x3x8x8"]
+    tcl = Path(sys.executable).parent / "tcl"
+    proc = subprocess.Popen([tcl, "--data", str(data), *argv], cwd=tmp_path,
+                            start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and \
+            not (tmp_path / "started").exists():
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in out + err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines == ["tcl: interrupted; finished work is stored, run the command again to "
+                     "resume"], err
+
+
+def test_ctrl_c_inside_a_tvm_callback_exits_130(monkeypatch, capsys):
+    """TVM hands a KeyboardInterrupt raised in a Python callback back as a bare RuntimeError
+    (what `tcl tune` met: the search calls tcl's cost model and callbacks); the CLI still
+    reports the interrupt, not an internal error."""
+    import tvm_ffi
+
+    import tcl.cli
+
+    def interrupted_in_callback(args) -> int:
+        tvm_ffi.convert(lambda: signal.raise_signal(signal.SIGINT))()
+        return 0
+
+    monkeypatch.setattr(tcl.cli, "cmd_status", interrupted_in_callback)
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)   # as in a terminal
+    try:
+        code = main(["status"])
+    finally:
+        signal.signal(signal.SIGINT, old)
+    err = capsys.readouterr().err
+    assert code == 130 and err.startswith("tcl: interrupted;"), err
+    assert "internal error" not in err
+
+
+def test_models_list_honours_data(tmp_path, capsys):
+    """--data names the data root; no params file is needed then."""
+    code, out, err = run(capsys, "--data", str(tmp_path / "data"), "models", "list",
+                         "--params", str(tmp_path / "no-such.yaml"))
+    assert code == 0 and out.startswith("no registered model"), err

@@ -59,6 +59,7 @@ def write_params(directory: Path, raw: dict) -> Path:
     ({"sample.programs_per_task": "many"}, (), "sample.programs_per_task: expected an integer"),
     ({"sample.programs_per_task": 0}, (), "sample.programs_per_task: must be >= 1"),
     ({"zoo.small": "yes"}, (), "zoo.small: expected true or false"),
+    ({"zoo.factory_timeout_s": 0}, (), "zoo.factory_timeout_s: must lie in [1.0, 86400.0]"),
     ({"sample.programs_per_tsk": 3}, (), "sample.programs_per_tsk: unknown key"),
     ({"evaluate.top_k": [1, 0]}, (), "evaluate.top_k[1]: must be >= 1"),
     ({"devices": ["cpu-avx2", "cpu-avx2"]}, (), "devices[1]: device 'cpu-avx2' is listed twice"),

@@ -54,6 +54,11 @@ NETS = textwrap.dedent("""
 
     def not_a_module():
         return 3
+
+    def hang():
+        import time
+
+        time.sleep(10 ** 6)
 """)
 
 
@@ -137,6 +142,26 @@ def test_bad_networks_are_named_and_add_nothing(user_module, tmp_path, capsys, m
     code, _, err = run(capsys, root, *argv)
     assert code == 2 and re.search(message, err), err
     assert _state(root) == before                          # nothing half-added
+
+
+def test_a_factory_that_never_returns_times_out_and_adds_nothing(user_module, tmp_path, capsys):
+    """--timeout, else params.yaml's zoo.factory_timeout_s: the error names the factory and the
+    timeout, and the zoo and the registry stay as they were."""
+    root = tmp_path / "data"
+    before = _state(root)
+    code, _, err = run(capsys, root, "zoo", "add", "stuck", "--model", "mynets:hang",
+                       "--input", "1x3x8x8", "--timeout", "2")
+    assert code == 2, err
+    assert "network 'stuck': mynets:hang did not return its module within 2 s" in err
+    assert _state(root) == before
+    raw = yaml.safe_load((ROOT / "tests" / "tiny_params.yaml").read_text())
+    raw["data"] = str(root)
+    raw["zoo"]["factory_timeout_s"] = 1
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    code, _, err = run(capsys, root, "zoo", "add", "stuck", "--model", "mynets:hang",
+                       "--input", "1x3x8x8")
+    assert code == 2 and "did not return its module within 1 s" in err, err
+    assert _state(root) == before
 
 
 def test_names_that_are_taken_are_refused(user_module, tmp_path, capsys):

@@ -8,6 +8,7 @@ raises :class:`Interrupted`. A second signal raises KeyboardInterrupt at once.
 """
 from __future__ import annotations
 
+import os
 import signal
 import threading
 
@@ -79,6 +80,18 @@ class StopGuard:
                 pass
         if wait and procs:
             psutil.wait_procs(procs, timeout=5)
+
+
+def quiet_interrupts(*then) -> None:
+    """A pool worker's initializer: a terminal's Ctrl-C reaches the whole process group, and
+    a worker would print a KeyboardInterrupt traceback of its own; it ends at once and
+    silently instead (the parent reports the interrupt). ``then``: another initializer and
+    its arguments, run after. A SIGINT the parent ignores (nohup, a background job) stays
+    ignored."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, lambda signum, _frame: os._exit(128 + signum))
+    if then:
+        then[0](*then[1:])
 
 
 def _children() -> list[psutil.Process]:

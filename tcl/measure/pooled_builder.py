@@ -13,6 +13,7 @@ import concurrent.futures as cf
 import multiprocessing
 
 from .builder import build_to_bytes, builder_result
+from .interrupt import quiet_interrupts
 
 
 def pooled_builder(max_workers: int | None = None, timeout_sec: float = 60.0):
@@ -38,7 +39,8 @@ def pooled_builder(max_workers: int | None = None, timeout_sec: float = 60.0):
 
             if self.pool is None:
                 self.pool = cf.ProcessPoolExecutor(
-                    workers, mp_context=multiprocessing.get_context("spawn"))
+                    workers, mp_context=multiprocessing.get_context("spawn"),
+                    initializer=quiet_interrupts)
             futures = [self.pool.submit(build_to_bytes, tvm.ir.save_json(b.mod),
                                         tvm.ir.save_json(b.target)) for b in build_inputs]
             cf.wait(futures, timeout=timeout_sec * max(1, -(-len(futures) // workers)))

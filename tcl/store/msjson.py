@@ -13,11 +13,13 @@ from pathlib import Path
 
 import polars as pl
 
-from ..config import Paths, TclError
+from ..config import Paths, TclError, read_text
 from ..device import Device
 from ..features import canonical_trace_json
 from ..tvm_compat import meta_schedule
-from .records import RecordStore, now_utc, program_id, record_id, task_id_of, write_parquet_atomic
+from ..zoo.extract import load_tasks
+from .records import (RecordStore, now_utc, program_id, read_parquet, record_id, task_id_of,
+                      write_parquet_atomic)
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
@@ -50,7 +52,8 @@ def _read_lines(path: Path) -> list[tuple[int, str]]:
     if not path.exists():
         raise TclError(f"{path} does not exist: a MetaSchedule JSONDatabase directory holds "
                        f"{WORKLOAD_FILE} and {RECORD_FILE}")
-    return [(n, line) for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
+    text = read_text(path, "MetaSchedule database file")
+    return [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
 
 
 def _tuning_lines(rec_path: Path, workloads: dict, stats: ImportStats):
@@ -187,9 +190,9 @@ def import_database(paths: Paths, work_dir: str | Path, device: Device,
 def _remember_tasks(paths: Paths, rows: list[dict]) -> int:
     """Keep imported workloads that the zoo lacks, so records can be joined to their task."""
     f = imported_tasks_file(paths)
-    have = pl.read_parquet(f) if f.exists() else None
-    zoo = set(pl.read_parquet(paths.tasks_file, columns=["task_id"])["task_id"]) \
-        if paths.tasks_file.exists() else set()
+    have = read_parquet(f, "imported tasks file", "move it away and import the databases "
+                        "again") if f.exists() else None
+    zoo = set(load_tasks(paths)["task_id"])
     known = zoo | (set(have["task_id"]) if have is not None else set())
     new = pl.DataFrame([r for r in rows if r["task_id"] not in known])
     new = new.unique("task_id", keep="first") if len(new) else new

@@ -86,6 +86,17 @@ def write_parquet_atomic(frame: pl.DataFrame, path: Path) -> Path:
     return path
 
 
+def read_parquet(path: Path, what: str, fix: str,
+                 columns: list[str] | None = None) -> pl.DataFrame:
+    """``path`` read whole (or its ``columns``); a file that is not readable Parquet is a
+    TclError naming it as ``what`` (e.g. "zoo tasks file") and saying how to ``fix`` it."""
+    try:
+        return pl.read_parquet(path, columns=columns)
+    except Exception as e:  # polars/pyarrow raise several types for a bad footer or page
+        raise TclError(f"{what} {path} is not readable Parquet ({_first_line(e)}); {fix}") \
+            from None
+
+
 @dataclass
 class CorruptFile:
     path: Path

@@ -12,7 +12,7 @@ import warnings
 import polars as pl
 
 from ..config import Paths, TclError
-from ..store.records import task_id_of, write_parquet_atomic
+from ..store.records import read_parquet, task_id_of, write_parquet_atomic
 from .networks import NetworkInstance, zoo_instances
 
 TARGET = {"kind": "llvm", "num-cores": 2}
@@ -161,16 +161,23 @@ def _global_pool(anchor) -> bool:
 # The zoo tables
 
 
+# The two tables are written together: a corrupt one is rebuilt with the other.
+_REBUILD = "move zoo/tasks.parquet and zoo/networks.parquet away and run `tcl zoo` to extract " \
+           "them again"
+
+
 def load_tasks(paths: Paths) -> pl.DataFrame:
     """``zoo/tasks.parquet`` (empty with the right schema when the zoo was not built yet)."""
     f = paths.tasks_file
-    return pl.read_parquet(f) if f.exists() else pl.DataFrame(schema=TASK_SCHEMA)
+    return read_parquet(f, "zoo tasks file", _REBUILD) if f.exists() else \
+        pl.DataFrame(schema=TASK_SCHEMA)
 
 
 def load_networks(paths: Paths) -> pl.DataFrame:
     """``zoo/networks.parquet`` (empty with the right schema when the zoo was not built yet)."""
     f = paths.networks_file
-    return pl.read_parquet(f) if f.exists() else pl.DataFrame(schema=NETWORK_SCHEMA)
+    return read_parquet(f, "zoo networks file", _REBUILD) if f.exists() else \
+        pl.DataFrame(schema=NETWORK_SCHEMA)
 
 
 def build_zoo(paths: Paths, networks: list[str] | None = None,

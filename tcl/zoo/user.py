@@ -6,6 +6,8 @@ FACTORY is a callable in it that returns an ``nn.Module``. Each ``tcl zoo add`` 
 variant (one set of input shapes); adding the same name with other shapes adds another.
 A network is registered only once its tasks are in the zoo: a factory that does not exist,
 inputs that do not fit, or an operator the exporter cannot convert leave the zoo as it was.
+Importing MODULE and calling FACTORY may take ``zoo.factory_timeout_s`` seconds (params.yaml;
+``tcl zoo add --timeout``); one that takes longer is an error naming it, and adds nothing.
 """
 from __future__ import annotations
 
@@ -14,11 +16,13 @@ import importlib.util
 import json
 import re
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from ..config import Paths, TclError
+from ..params import DEFAULT_FACTORY_TIMEOUT_S
 from .networks import NETWORKS, NetworkInstance
 
 DTYPES = ("float32", "float16", "int64", "int32")
@@ -106,17 +110,24 @@ class UserNetwork:
     model_ref: str                 # MODULE:FACTORY (a file as an absolute path)
     variants: tuple[str, ...]      # canonical inputs (parse_inputs), one per added variant
     holdout: bool = False          # evaluate on it, never train on its tasks
+    timeout_s: float = DEFAULT_FACTORY_TIMEOUT_S  # importing MODULE and calling FACTORY
 
     def model(self):
-        """The factory's network in inference mode."""
+        """The factory's network in inference mode (imported and built within ``timeout_s``)."""
         from torch import nn
 
-        factory = load_factory(self.model_ref)
-        try:
-            model = factory()
-        except Exception as e:
-            raise TclError(f"network {self.name!r}: {self.model_ref} raised "
-                           f"{type(e).__name__}: {e}") from None
+        def build():
+            factory = load_factory(self.model_ref)
+            try:
+                return factory()
+            except Exception as e:
+                raise TclError(f"network {self.name!r}: {self.model_ref} raised "
+                               f"{type(e).__name__}: {e}") from None
+
+        model = _within(build, self.timeout_s,
+                        f"network {self.name!r}: {self.model_ref} did not return its module "
+                        f"within {self.timeout_s:g} s (zoo.factory_timeout_s in params.yaml; "
+                        "tcl zoo add --timeout)")
         if not isinstance(model, nn.Module):
             raise TclError(f"network {self.name!r}: {self.model_ref} returned an object of "
                            f"type {type(model).__name__}; expected a torch.nn.Module")
@@ -137,11 +148,34 @@ class UserNetwork:
         return {"model": self.model_ref, "inputs": list(self.variants), "holdout": self.holdout}
 
 
+def _within(fn: Callable, timeout_s: float, late: str):
+    """``fn()`` in a daemon thread, waited for at most ``timeout_s``: a user's factory that
+    never returns (a deadlock, a download that hangs) is a TclError ``late``, not a hang. The
+    thread cannot be stopped; being a daemon, it ends with the command."""
+    done: dict = {}
+
+    def run() -> None:
+        try:
+            done["value"] = fn()
+        except BaseException as e:  # re-raised in the caller's thread
+            done["error"] = e
+
+    thread = threading.Thread(target=run, name="tcl-user-factory", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise TclError(late)
+    if "error" in done:
+        raise done["error"]
+    return done["value"]
+
+
 class UserNetworks:
     """The registry of the user's networks, ``user_networks.json`` under the data root."""
 
-    def __init__(self, paths: Paths):
+    def __init__(self, paths: Paths, factory_timeout_s: float = DEFAULT_FACTORY_TIMEOUT_S):
         self.paths = paths
+        self.factory_timeout_s = factory_timeout_s
 
     def all(self) -> dict[str, UserNetwork]:
         f = self.paths.user_networks_file
@@ -149,7 +183,8 @@ class UserNetworks:
             return {}
         try:
             raw = json.loads(f.read_text())
-            return {n: UserNetwork(n, d["model"], tuple(d["inputs"]), bool(d.get("holdout", False)))
+            return {n: UserNetwork(n, d["model"], tuple(d["inputs"]), bool(d.get("holdout", False)),
+                                   self.factory_timeout_s)
                     for n, d in raw.items()}
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise TclError(f"the user network registry {f} is not valid ({type(e).__name__}: "
@@ -180,7 +215,8 @@ class UserNetworks:
                                f"{holdout}): choose another name")
             if old is not None and canonical in old.variants:
                 return old.instance(canonical), False
-            net = UserNetwork(name, model_ref, (old.variants if old else ()) + (canonical,), holdout)
+            variants = (old.variants if old else ()) + (canonical,)
+            net = UserNetwork(name, model_ref, variants, holdout, self.factory_timeout_s)
             inst = net.instance(canonical)
             check_fits(inst)
             build_zoo(self.paths, instances=[inst])   # writes nothing when extraction fails
@@ -208,6 +244,7 @@ def check_fits(inst: NetworkInstance) -> None:
                        f"{type(e).__name__}: {first}") from None
 
 
-def user_networks(paths: Paths) -> dict[str, UserNetwork]:
+def user_networks(paths: Paths, factory_timeout_s: float = DEFAULT_FACTORY_TIMEOUT_S
+                  ) -> dict[str, UserNetwork]:
     """name -> UserNetwork of the data root (empty when none were added)."""
-    return UserNetworks(paths).all()
+    return UserNetworks(paths, factory_timeout_s).all()
