@@ -8,8 +8,6 @@ neural models save a torch checkpoint (a dict) holding ``"kind"``. ``read_kind``
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import importlib
 import json
 import os
@@ -23,28 +21,6 @@ from .base import CostModel, ProgramSet
 # ran on the two cores; sleeping waiters cost nothing measurable on a quiet machine. Read once,
 # when torch (or xgboost) loads its OpenMP runtime, so it is set before any model module loads.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-
-def _keep_freed_memory() -> None:
-    """Have glibc keep freed heap memory for reuse instead of returning it to the kernel.
-
-    Each training step and scoring batch allocates and frees the same few-MB tensors; by default
-    glibc serves them with mmap (or trims the heap after a free), so every step page-faults its
-    buffers in again. On the 2-core VM that cost more than the arithmetic: a Mamba training step
-    ran 3-7x faster without it (docs/bench-throughput.txt). The price: the process keeps its peak
-    heap (allocations over 32 MiB are still mmapped and returned). No-op off glibc."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):   # not glibc (macOS, musl without mallopt)
-        return
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    mallopt(m_mmap_threshold, 32 << 20)          # glibc's maximum; also fixes the threshold
-    mallopt(m_trim_threshold, 1 << 30)
-
-
-if os.environ.get("TCL_MALLOC_DEFAULT") != "1":   # 1: glibc's defaults (for comparison)
-    _keep_freed_memory()
 
 __all__ = ["CostModel", "ProgramSet", "MODEL_KINDS", "make_model", "load_model", "read_kind"]
 
