@@ -137,8 +137,7 @@ def main() -> None:
           f"{torch.backends.cpu.get_cpu_capability()}, {os.cpu_count()} cpus, OMP_WAIT_POLICY "
           f"{os.environ['OMP_WAIT_POLICY']}, load average {os.getloadavg()[0]:.1f} at start")
     peak = matmul_peak(args.threads)
-    print(f"matmul peak (2048^3 fp32, median of 7): {peak / 1e9:.1f} GFLOP/s; malloc: "
-          f"{'glibc defaults' if os.environ.get('TCL_MALLOC_DEFAULT') == '1' else 'keep freed'}\n")
+    print(f"matmul peak (2048^3 fp32, median of 7): {peak / 1e9:.1f} GFLOP/s\n")
     print("== synthetic programs (2-10 per-store rows, 30-60 tokens) ==")
     table(synthetic_programs(n_groups=args.programs // 100, per_group=100, seed=1), args,
           peak)
