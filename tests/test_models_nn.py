@@ -9,7 +9,9 @@ import torch.nn.functional as F
 
 from tcl.config import TclError
 from tcl.models.base import ProgramSet
-from tcl.models.mamba import MambaMixer, MambaModel, selective_scan
+from tcl.models import mamba
+from tcl.models.mamba import (MambaMixer, MambaModel, quadratic_scan, recurrent_scan,
+                              selective_scan)
 from tcl.models.mlp import TenSetMLP
 from tcl.models.nn import group_batches, lambdarank_loss, synthetic_programs
 from tcl.models.stream import ParquetStream, write_parquet
@@ -307,6 +309,57 @@ def test_scan_and_mixer_match_reference(l):
     torch.testing.assert_close(out.detach(), want, atol=1e-5, rtol=1e-5)
     out.sum().backward()
     assert mixer.conv1d.weight.grad is not None and mixer.A_log.grad is not None
+
+
+@pytest.mark.parametrize("l", [1, 2, 3, 4, 9])
+def test_closed_form_scan_matches_the_recurrence_forward_and_gradients(l):
+    """quadratic_scan (no loop over time) against recurrent_scan (today's loop, the reference):
+    outputs, with and without autograd, and the gradients of all six inputs, in float64."""
+    torch.manual_seed(l)
+    b, d, n = 5, 6, 4
+    args = [torch.randn(l, b, d), F.softplus(torch.randn(l, b, d) * 2), -torch.rand(d, n) * 5,
+            torch.randn(l, b, n), torch.randn(l, b, n), torch.randn(d)]
+    args = [a.double().requires_grad_(True) for a in args]
+    want = recurrent_scan(*args)
+    got = quadratic_scan(*args)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    weights = torch.randn_like(want)   # a loss that weighs every output differently
+    grads = [torch.autograd.grad((f(*args) * weights).sum(), args, allow_unused=True)
+             for f in (recurrent_scan, quadratic_scan)]
+    for name, g_ref, g in zip("u delta A B C D".split(), *grads):
+        if g_ref is None:   # l = 1: the recurrence never reads A (no decay); the sum is zero
+            assert g is None or torch.count_nonzero(g) == 0, name
+        else:
+            torch.testing.assert_close(g, g_ref, atol=1e-5, rtol=1e-5, msg=name)
+    with torch.inference_mode():   # the in-place, workspace-backed paths
+        plain = [a.detach().float() for a in args]
+        torch.testing.assert_close(quadratic_scan(*plain), recurrent_scan(*plain),
+                                   atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(selective_scan(*plain), recurrent_scan(*plain),
+                                   atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("inputs", ["stores", "tokens"])
+def test_mamba_scores_and_gradients_do_not_depend_on_the_scan_form(data, inputs, monkeypatch):
+    """The whole net (padding, pooling, 2 layers) scores and trains the same whichever scan form
+    runs: every sequence in closed form, or every one through the reference recurrence."""
+    model = MambaModel(device="cpu", inputs=inputs, d_model=16, n_layers=2, max_tokens=12)
+    net, ps = model.net, data[0]
+    net.fit_scales(ps)
+    b = net.batch(ps, np.arange(64))
+    results = []
+    for longest in (0, 1 << 10):   # 0: recurrence only; 1 << 10: closed form only
+        monkeypatch.setattr(mamba, "QUADRATIC_MAX", longest)
+        with torch.inference_mode():
+            scores = net(b)
+        net.zero_grad()
+        loss = lambdarank_loss(net(b), b.labels, b.group)
+        loss.backward()
+        results.append((scores, {k: p.grad.clone() for k, p in net.named_parameters()}))
+    (want, want_grads), (got, got_grads) = results
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    for name, g in got_grads.items():
+        torch.testing.assert_close(g, want_grads[name], atol=1e-5, rtol=1e-5, msg=name)
 
 
 def mamba_ssm_module(monkeypatch):

@@ -4,8 +4,9 @@ feature rows and/or its trace tokens, trained with LambdaRank within each task.
 Each block's mixer has exactly the parameters of ``mamba_ssm.modules.mamba_simple.Mamba``
 (``in_proj``, ``conv1d``, ``x_proj``, ``dt_proj``, ``A_log``, ``D``, ``out_proj``, same shapes and
 initialization), so a state dict trained with the CUDA kernels loads into the CPU path and back.
-The CPU path is plain PyTorch with a scan written for short sequences: a loop over positions on
-batched (L, B, d_state, d_inner) tensors, in place when no gradient is needed.
+The CPU path is plain PyTorch with a scan written for short sequences: a closed form over all
+positions for the shortest ones, else a loop over positions on batched (L, B, d_state, d_inner)
+tensors, in place when no gradient is needed.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from .base import PER_STORE_WIDTH
 from .nn import Batch, CostNet, NeuralCostModel, length_mask
 
 LOG2E = 1.4426950408889634
+QUADRATIC_MAX = 2   # longest sequence scanned in closed form (selective_scan, measured)
 INPUTS = {"stores": ("stores",), "tokens": ("tokens",), "both": ("stores", "tokens")}
 POOLS = ("mean", "sum", "last")   # over a program's positions; "last": the causal scan's end
 
@@ -46,6 +48,46 @@ def selective_scan(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D:
     """y_t = C_t . h_t + D u_t with h_t = exp(delta_t A) h_{t-1} + delta_t B_t u_t (zero h_0):
     the arithmetic of mamba_ssm's ``selective_scan_ref`` (softplus and bias already applied to
     delta, no gate). u, delta: (l, b, d); A: (d, n); B, C: (l, b, n); D: (d,) -> (l, b, d).
+
+    Up to ``QUADRATIC_MAX`` positions (63% of the measured programs' store rows): the closed
+    form, all positions at once; longer sequences: the recurrence, which measured faster there on
+    CPU. On these short sequences the time goes to passes over the (l, b, n, d) decays and
+    states, not to the loop, and every parallel form makes more passes (docs/results.md, "Mamba
+    near its arithmetic limit")."""
+    if u.shape[0] <= QUADRATIC_MAX:
+        return quadratic_scan(u, delta, A, B, C, D)
+    return recurrent_scan(u, delta, A, B, C, D)
+
+
+def quadratic_scan(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor
+                   ) -> Tensor:
+    """``selective_scan`` unrolled, no loop over time (the diagonal-block form of Mamba-2's SSD):
+    y_t = D u_t + sum_{s <= t} sum_n C_tn B_sn exp(A_dn sum_{s < r <= t} delta_r) delta_s u_s.
+    One (b, n, d) decay block per pair s < t, l (l - 1) / 2 of them, against the recurrence's
+    l - 1 decays plus l materialized states: 5x faster at 1 position, even at 2, slower from 3
+    on when scoring (1.5x at 3; training broke even at 3)."""
+    l, b, d = u.shape
+    du = delta * u
+    y = torch.addcmul(u * D, (C * B).sum(-1, keepdim=True), du)     # s = t: no decay
+    if l == 1:
+        return y
+    tt, ss = torch.tril_indices(l, l, -1, device=u.device)          # pairs s < t
+    r = torch.arange(l, device=u.device)
+    # segment sums as a 0/1 matrix product: a sum of positives, no cancellation of cumsums
+    span = ((r > ss[:, None]) & (r <= tt[:, None])).to(delta.dtype)   # (pairs, l)
+    seg = (span @ delta.reshape(l, -1)).view(-1, b, 1, d)
+    a2 = A.T * LOG2E                                    # exp(x) = exp2(x log2 e); exp2 is cheaper
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (delta, A, B, C)):
+        decay = (seg * a2).exp2()   # saved for backward: no shared scratch
+    else:
+        decay = torch.mul(seg, a2, out=workspace(0, (len(tt), b, *a2.shape), u)).exp2_()
+    w = torch.matmul((C[tt] * B[ss]).unsqueeze(2), decay).squeeze(2)  # sum over n: (pairs, b, d)
+    return y.index_add(0, tt, w * du[ss])
+
+
+def recurrent_scan(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Tensor
+                   ) -> Tensor:
+    """``selective_scan`` as the recurrence, a step per position (the reference in tests).
 
     States are laid out (l, b, n, d): d (the longest axis) innermost keeps every elementwise op
     vectorized, and time-major makes each step's slice contiguous. Without a gradient the
