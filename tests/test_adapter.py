@@ -249,3 +249,16 @@ def test_tuner_features_match_the_feature_cache(parity_store):
                                           err_msg=what)
             assert tokens.shape[0] == row["n_tokens"] > 0, what
             np.testing.assert_array_equal(tokens.ravel(), np.asarray(row["tokens"]), err_msg=what)
+
+
+def test_search_scores_are_positive_ordered_and_per_candidate():
+    """MetaSchedule clamps scores at 0 and samples parents in proportion to them: the adapter
+    hands it positive scores in the model's order, each independent of its batch."""
+    from tcl.models.adapter import search_scores
+
+    raw = np.array([-800.0, -30.0, -15.4, -0.33, 0.0, 0.12, 5.4, 40.0, 1e6, np.nan, np.inf])
+    got = search_scores(raw)
+    assert np.all(got[:-2] >= 0) and np.all(got[1:-2] > 0)
+    assert np.all(np.diff(got[:-2]) >= 0) and np.all(np.diff(got[1:-2]) > 0)  # strict order
+    assert got[-2] == 0.0 and np.isfinite(got[-1]) and got[-1] >= got[-3]     # NaN last, inf top
+    np.testing.assert_array_equal(search_scores(raw[3:6]), got[3:6])          # batch-free

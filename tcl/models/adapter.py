@@ -2,7 +2,11 @@
 
 predict() featurizes the candidates exactly as tcl's feature cache does, from the schedule's
 trace alone: PerStoreFeature (per-store rows) and ``trace_tokens(trace_to_json(sch.trace))``;
-the candidates form one group (one task) and the model's higher-is-better scores are returned.
+the candidates form one group (one task) and the model's higher-is-better scores are returned
+through ``search_scores``: MetaSchedule's evolutionary search clamps every score at 0
+(``max(0, s)``, as its XGB model predicts normalized throughput) and samples parents with
+probability proportional to it, so raw ranking scores (LambdaRank models score most candidates
+below 0) would tie at 0 and the search would pick at random.
 
 update() has two modes:
 - "none" (default): the model stays as trained offline (TCL's use: a model distilled for the
@@ -47,6 +51,17 @@ def concat_program_sets(parts: list[ProgramSet]) -> ProgramSet:
         np.concatenate([p.tokens for p in parts]),
         _offsets(np.concatenate([np.diff(p.token_offsets) for p in parts])),
         np.concatenate([p.labels for p in parts]) if with_labels else None)
+
+
+def search_scores(scores) -> np.ndarray:
+    """Higher-is-better model scores as MetaSchedule's search needs them: positive and in the
+    same order. softplus (log(1 + e^s)) is strictly increasing, positive, ~e^s far below 0 and
+    ~s far above (no saturation at the top, where the picks are), and elementwise, so scores of
+    different predict calls (the search's heap spans generations) stay comparable. NaN goes
+    to 0: last."""
+    s = np.asarray(scores, np.float64)
+    with np.errstate(invalid="ignore"):   # NaN in, NaN out: mapped to 0 below
+        return np.nan_to_num(np.logaddexp(0.0, s), nan=0.0, posinf=np.finfo(np.float64).max)
 
 
 def featurize_candidates(context, candidates, extractor=None, group: int = 0) -> ProgramSet:
@@ -100,9 +115,7 @@ class TclCostModel(ms.cost_model.PyCostModel):
         if len(candidates) == 0:
             return np.zeros(0, np.float64)
         programs = featurize_candidates(context, candidates, self.extractor)
-        scores = np.asarray(self.model.predict(programs), np.float64)
-        # NaN would poison MetaSchedule's sort: such candidates go last.
-        return np.nan_to_num(scores, nan=-1e30, posinf=1e30, neginf=-1e30)
+        return search_scores(self.model.predict(programs))
 
     def update(self, context, candidates, results) -> None:
         if self.update_mode == "none" or len(candidates) == 0:
