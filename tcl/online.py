@@ -2,7 +2,8 @@
 
 ``ScoredCostModel`` wraps the cost model a tuning run searches with (a tcl model through the
 adapter, or MetaSchedule's XGBoost or random model) and keeps, per task, what each round
-measured. Two scorings of those candidates, both through the wrapped model's own ``predict``
+measured (the candidates that built: MetaSchedule's ``UpdateCostModel`` passes on only those;
+a failed run counts as invalid, label 0, as offline). Two scorings of those candidates, both through the wrapped model's own ``predict``
 (so on exactly the features the search used):
 
 - ``as_used``: each round's candidates scored, right after they were measured and before the

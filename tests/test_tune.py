@@ -92,7 +92,8 @@ def _online_ranking_is_reported(summary: dict, r, frozen: bool) -> None:
     online = summary["online"]
     assert online == r.online and set(online) == {"as_used", "final"}
     for q in online.values():
-        assert q["candidates"] == r.trials and 1 <= q["tasks"] <= r.tasks
+        # MetaSchedule's UpdateCostModel passes on only the candidates that built
+        assert 1 <= q["candidates"] <= r.trials and 1 <= q["tasks"] <= r.tasks
         assert sum(t["n"] for t in q["per_task"].values()) <= r.trials
         for value in (q["pairwise"], q["top1"]):
             assert value is None or 0 <= value <= 1
