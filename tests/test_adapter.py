@@ -249,6 +249,18 @@ def test_tuner_features_match_the_feature_cache(parity_store):
                                           err_msg=what)
             assert tokens.shape[0] == row["n_tokens"] > 0, what
             np.testing.assert_array_equal(tokens.ravel(), np.asarray(row["tokens"]), err_msg=what)
+        # for a model that reads no tokens: the same per-store rows, no tokens
+        bare = featurize_candidates(context, candidates, tokens=False)
+        np.testing.assert_array_equal(bare.per_store, got.per_store)
+        np.testing.assert_array_equal(bare.store_offsets, got.store_offsets)
+        assert bare.tokens.shape == (0, got.tokens.shape[1]) and not bare.token_offsets.any()
+
+
+def test_the_adapter_computes_tokens_only_for_models_that_read_them():
+    from tcl.models.adapter import reads_tokens
+
+    assert not reads_tokens(XGBModel()) and not reads_tokens(make_model("tenset-mlp"))
+    assert reads_tokens(make_model("tlp")) and reads_tokens(_Counting(XGBModel()))
 
 
 def test_search_scores_are_positive_ordered_and_per_candidate():

@@ -1,8 +1,8 @@
 """Any tcl CostModel as a MetaSchedule ``PyCostModel``, so it can drive ``tune_tir``/``tune_relax``.
 
 predict() featurizes the candidates exactly as tcl's feature cache does, from the schedule's
-trace alone: PerStoreFeature (per-store rows) and ``trace_tokens(trace_to_json(sch.trace))``;
-the candidates form one group (one task) and the model's higher-is-better scores are returned
+trace alone: PerStoreFeature (per-store rows) and, for models that read them (``reads_tokens``),
+``trace_tokens(trace_to_json(sch.trace))``; the candidates form one group (one task) and the model's higher-is-better scores are returned
 through ``search_scores``: MetaSchedule's evolutionary search clamps every score at 0
 (``max(0, s)``, as its XGB model predicts normalized throughput) and samples parents with
 probability proportional to it, so raw ranking scores (LambdaRank models score most candidates
@@ -64,12 +64,26 @@ def search_scores(scores) -> np.ndarray:
         return np.nan_to_num(np.logaddexp(0.0, s), nan=0.0, posinf=np.finfo(np.float64).max)
 
 
-def featurize_candidates(context, candidates, extractor=None, group: int = 0) -> ProgramSet:
-    """A ProgramSet (one group) of MetaSchedule measure candidates, computed from their traces."""
+def reads_tokens(model: CostModel) -> bool:
+    """Whether ``model`` reads trace tokens: a neural net says so (``net.needs``), XGB reads
+    per-store rows only, an unknown model is given them."""
+    from .xgb import XGBModel
+
+    if isinstance(model, XGBModel):
+        return False
+    return "tokens" in getattr(getattr(model, "net", None), "needs", ("tokens",))
+
+
+def featurize_candidates(context, candidates, extractor=None, group: int = 0,
+                         tokens: bool = True) -> ProgramSet:
+    """A ProgramSet (one group) of MetaSchedule measure candidates, computed from their traces;
+    without ``tokens`` every program has none (a trace's JSON form costs ~5 ms in Python, a
+    fifth of featurizing a conv2d candidate, for models that never read it)."""
     extractor = extractor or ms.feature_extractor.PerStoreFeature()
     feats = [np.asarray(f.numpy(), np.float32).reshape(-1, PER_STORE_WIDTH)
              for f in extractor.extract_from(context, candidates)]
-    toks = [trace_tokens(trace_to_json(c.sch.trace)) for c in candidates]
+    toks = [trace_tokens(trace_to_json(c.sch.trace)) if tokens
+            else np.zeros((0, TOKEN_WIDTH), np.float32) for c in candidates]
     n = len(candidates)
     return ProgramSet(
         program_ids=np.arange(n).astype(str), group=np.full(n, group, np.int64),
@@ -99,6 +113,7 @@ class TclCostModel(ms.cost_model.PyCostModel):
         self.base = base
         self.refit_min = refit_min
         self.extractor = ms.feature_extractor.PerStoreFeature()
+        self.tokens = reads_tokens(model)
         self._measured: dict[str, list[tuple[ProgramSet, np.ndarray]]] = {}
         self._n_measured = 0
         self._n_at_last_fit = 0
@@ -107,6 +122,7 @@ class TclCostModel(ms.cost_model.PyCostModel):
         from . import load_model
 
         self.model = load_model(path)
+        self.tokens = reads_tokens(self.model)
 
     def save(self, path: str) -> None:
         self.model.save(path)
@@ -114,7 +130,7 @@ class TclCostModel(ms.cost_model.PyCostModel):
     def predict(self, context, candidates) -> np.ndarray:
         if len(candidates) == 0:
             return np.zeros(0, np.float64)
-        programs = featurize_candidates(context, candidates, self.extractor)
+        programs = featurize_candidates(context, candidates, self.extractor, tokens=self.tokens)
         return search_scores(self.model.predict(programs))
 
     def update(self, context, candidates, results) -> None:
@@ -122,7 +138,7 @@ class TclCostModel(ms.cost_model.PyCostModel):
             return
         import tvm_ffi
 
-        programs = featurize_candidates(context, candidates, self.extractor)
+        programs = featurize_candidates(context, candidates, self.extractor, tokens=self.tokens)
         run_secs = np.array([np.mean([float(s) for s in r.run_secs]) if r.run_secs else np.nan
                              for r in results])
         key = f"{tvm_ffi.structural_hash(context.mod):016x}"
