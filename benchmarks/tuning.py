@@ -19,8 +19,8 @@ seeds), PyTorch's, the trials and wall time each model took to reach TenSet-MLP'
 on the curve (tasks' best latencies, weighted), the speed-up over TenSet-MLP without and with the
 data collection, the search overhead, and how the model ranked: online, on the candidates the
 search measured (``tcl.online``: as each round's model scored them, and the final model), next
-to offline, on the device's collected records of the network's tasks (``tcl score``). ``--recurve`` recomputes stored curves and data costs
-from the runs' own files.
+to offline, on the device's collected records of the network's tasks (``tcl score``).
+``--recurve`` recomputes stored curves and data costs from the runs' own files.
 
     python benchmarks/tuning.py --data data --networks resnet18,bert_tiny-b1-64 \\
         --devices cpu-sse42 --trials 92 --seeds 0,1 --population 64 --generations 1

@@ -3,8 +3,8 @@
 ``ScoredCostModel`` wraps the cost model a tuning run searches with (a tcl model through the
 adapter, or MetaSchedule's XGBoost or random model) and keeps, per task, what each round
 measured (the candidates that built: MetaSchedule's ``UpdateCostModel`` passes on only those;
-a failed run counts as invalid, label 0, as offline). Two scorings of those candidates, both through the wrapped model's own ``predict``
-(so on exactly the features the search used):
+a failed run counts as invalid, label 0, as offline). Two scorings of those candidates, both
+through the wrapped model's own ``predict`` (so on exactly the features the search used):
 
 - ``as_used``: each round's candidates scored, right after they were measured and before the
   model learns from them, by the model that ranked them. For a frozen model that is the model;

@@ -2,11 +2,12 @@
 
 predict() featurizes the candidates exactly as tcl's feature cache does, from the schedule's
 trace alone: PerStoreFeature (per-store rows) and, for models that read them (``reads_tokens``),
-``trace_tokens(trace_to_json(sch.trace))``; the candidates form one group (one task) and the model's higher-is-better scores are returned
-through ``search_scores``: MetaSchedule's evolutionary search clamps every score at 0
-(``max(0, s)``, as its XGB model predicts normalized throughput) and samples parents with
-probability proportional to it, so raw ranking scores (LambdaRank models score most candidates
-below 0) would tie at 0 and the search would pick at random.
+``trace_tokens(trace_to_json(sch.trace))``; the candidates form one group (one task) and the
+model's higher-is-better scores are returned through ``search_scores``: MetaSchedule's
+evolutionary search clamps every score at 0 (``max(0, s)``, as its XGB model predicts normalized
+throughput) and samples parents with probability proportional to it, so raw ranking scores
+(LambdaRank models score most candidates below 0) would tie at 0 and the search would pick at
+random.
 
 update() has two modes:
 - "none" (default): the model stays as trained offline (TCL's use: a model distilled for the
