@@ -17,8 +17,10 @@ Results: one JSON line per run in ``--results`` (the run's summary and its curve
 what is there. ``--summarize`` prints, per (network, device): final latency (mean ± SE over
 seeds), PyTorch's, the trials and wall time each model took to reach TenSet-MLP's final estimate
 on the curve (tasks' best latencies, weighted), the speed-up over TenSet-MLP without and with the
-data collection, and the search overhead. ``--recurve`` recomputes stored curves and data costs
-from the runs' own files.
+data collection, the search overhead, and how the model ranked: online, on the candidates the
+search measured (``tcl.online``: as each round's model scored them, and the final model), next
+to offline, on the device's collected records of the network's tasks (``tcl score``).
+``--recurve`` recomputes stored curves and data costs from the runs' own files.
 
     python benchmarks/tuning.py --data data --networks resnet18,bert_tiny-b1-64 \\
         --devices cpu-sse42 --trials 92 --seeds 0,1 --population 64 --generations 1
@@ -35,6 +37,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 
 from _common import report_errors
 from tcl.config import Paths, TclError
@@ -78,6 +81,22 @@ def seconds_per_record(paths: Paths, device: str) -> float:
                      "source = 'collect' order by 1")["t"].to_numpy()
     gaps = np.diff(t)
     return float(gaps[gaps < SESSION_GAP_S].sum() / len(t)) if len(t) > 1 else math.nan
+
+
+def offline_ranking(paths: Paths, device: str, model: str, network_key: str) -> dict | None:
+    """The model's pairwise accuracy and top-1 on the device's collected records of the tuned
+    network's tasks, weighted like the network (``tcl score``); None for MetaSchedule's online
+    models, which have no model before the search. A refit run is scored as it started."""
+    from tcl.score import score_records
+
+    if model in ("xgb-online", "random"):
+        return None
+    nets = score_records(paths, device, model, source="collect", networks=[network_key],
+                         ks=(1,))["networks"].filter(pl.col("network_key") == network_key)
+    if nets.is_empty():
+        return None
+    row = nets.row(0, named=True)
+    return {k: None if row[k] is None else round(float(row[k]), 4) for k in ("pairwise", "top1")}
 
 
 def isolated_root(data: Path, work: Path) -> Path:
@@ -125,8 +144,14 @@ def run(args) -> None:
                             print(f"{network} {device} {model}/{update} seed {seed}: FAILED: "
                                   f"{type(e).__name__}: {e}", file=sys.stderr)
                             continue
+                        try:
+                            offline = offline_ranking(paths, device, which, r.network)
+                        except TclError as e:   # the run stands; its offline figure is missing
+                            print(f"{network} {device} {model}: no offline figures: {e}",
+                                  file=sys.stderr)
+                            offline = None
                         row = {"network_arg": network, "model_arg": model, **asdict(r),
-                               "overhead_share": r.overhead_share,
+                               "overhead_share": r.overhead_share, "offline": offline,
                                "data_records": (n := training_records(paths, device, which)),
                                "data_collection_s": n * seconds_per_record(paths, device)}
                         with results.open("a") as f:
@@ -197,6 +222,19 @@ def _f(x: float, spec: str) -> str:
     return "-" if x is None or x != x else format(x, spec)
 
 
+def _ranking(runs: list[dict], which: str) -> str:
+    """'pairwise, top-1' (means over the runs) of each run's ``online[which]`` (``which``:
+    as_used or final) or, for ``which`` = offline, of its offline figures."""
+    got = [r.get("offline") if which == "offline" else (r.get("online") or {}).get(which)
+           for r in runs]
+    got = [g for g in got if g]
+    if not got:
+        return "-"
+    mean = [np.mean([g[k] for g in got if g[k] is not None] or [math.nan])
+            for k in ("pairwise", "top1")]
+    return f"{_f(mean[0], '.2f')}, {_f(mean[1], '.2f')}"
+
+
 def _label(model: str, update: str, description: str) -> str:
     name = model + ("" if update == "none" else f" ({update})")
     return name + (f" [{description.split(' (')[0]}]" if model == "tcl" else "")
@@ -208,8 +246,9 @@ def summarize(results: Path, plot: str | None = None) -> None:
         raise TclError(f"{results} holds no runs yet")
     print("| network | device | model | runs | trials | latency ms | PyTorch eager ms | trials to "
           "TenSet-MLP's final | wall s to it | device data: records, h | speed-up, wall | "
-          "speed-up, wall + data | search overhead |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "speed-up, wall + data | search overhead | online pairwise, top-1: as used | "
+          "online: final model | offline (device records) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["network_arg"], r["device"]), []).append(r)
@@ -242,7 +281,9 @@ def summarize(results: Path, plot: str | None = None) -> None:
                   f"{_f(np.mean([r['torch_ms'] for r in g]), ms)} | {_f(trials, '.0f')}{reached} | "
                   f"{_f(wall, '.0f')} | {g[0]['data_records']}, {data_s / 3600:.2f} | "
                   f"{_f(speed, '.2f')} | {_f(speed_data, '.2f')} | "
-                  f"{np.mean(overhead):.0%} ± {_f(_se(overhead) * 100, '.0f')}% |")
+                  f"{np.mean(overhead):.0%} ± {_f(_se(overhead) * 100, '.0f')}% | "
+                  f"{_ranking(g, 'as_used')} | {_ranking(g, 'final')} | "
+                  f"{_ranking(g, 'offline')} |")
     if plot:
         _plot(groups, plot)
 

@@ -13,8 +13,11 @@ gives each task ``num_trials_per_iter`` trials, so that is ``trials // tasks`` (
 
 Outputs under ``out``: ``network.so`` (``export_library``), ``database/`` (the MetaSchedule
 JSONDatabase), ``curve.csv`` / ``curve.png`` (the best network latency estimated from the
-tasks' best measured latencies, weighted, against trials and wall time), ``summary.json``. The
-tuning records join the store with source ``tune``, so tuning logs become training data.
+tasks' best measured latencies, weighted, against trials and wall time), ``summary.json`` (with
+``online``: the model's pairwise accuracy and top-1 on the candidates the search measured, per
+task and weighted like the network, as each round's model scored them and as the final model
+does: ``tcl.online``). The tuning records join the store with source ``tune``, so tuning logs
+become training data.
 """
 from __future__ import annotations
 
@@ -54,6 +57,8 @@ class TuneResult:
     records_added: int
     out: str
     curve: list[dict] = field(default_factory=list)
+    # the model's pairwise accuracy and top-1 on what the search measured (tcl.online)
+    online: dict = field(default_factory=dict)
 
     @property
     def overhead_share(self) -> float:
@@ -223,7 +228,9 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     from .measure.pooled_builder import pooled_builder
     from .measure.runner import _pin_worker, make_runner
     from .measure.timed import Stopwatch, timed
+    from .online import ScoredCostModel
     from .store.msjson import import_database
+    from .store.records import task_id_of
     from .tvm_compat import compile_database, meta_schedule
     from .zoo.extract import relax_module
 
@@ -248,6 +255,9 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
         raise TclError(f"--trials {trials} is fewer than the {len(tasks)} tasks of {inst.key}: "
                        "every task needs its first round")
     per_iter = max(1, min(64, trials // len(tasks)))
+    # MetaSchedule's own models are made here as tune_tasks makes them, so they can be wrapped
+    scored = ScoredCostModel(cm if not isinstance(cm, str) else ms.cost_model.CostModel.create(
+        cm, num_tuning_cores=ms.utils.cpu_count(logical=False), tree_method="auto"))
     weights = {i: float(t.weight) for i, t in enumerate(tasks)}
     callback = _progress_callback(trials, weights, progress)
     (out / "database").mkdir()
@@ -262,13 +272,14 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     ms.relax_integration.tune_relax(
         mod, {}, target, work_dir=str(out / "work"), max_trials_global=trials,
         num_trials_per_iter=per_iter, builder=builder, runner=runner,
-        database=database, cost_model=cm, strategy=strategy,
+        database=database, cost_model=scored, strategy=strategy,
         measure_callbacks=[ms.measure_callback.AddToDatabase(),
                            ms.measure_callback.RemoveBuildArtifact(),
                            ms.measure_callback.UpdateCostModel(), callback],
         seed=seed)
     tune_s = time.perf_counter() - start
     callback.bar.close()
+    online = scored.quality({task_id_of(t.dispatched[0]): float(t.weight) for t in tasks})
     start = time.perf_counter()
     executable = ms.relax_integration.compile_relax(compile_database(database), mod, target,
                                                    None)
@@ -302,7 +313,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     result = TuneResult(inst.key, device_name, what, update, seed, sum(callback.trials.values()),
                         len(tasks), per_task, mean, std, torch_ms, err, round(tune_s, 1),
                         round(watch.build_s, 1), round(watch.run_s, 1), round(compile_s, 1),
-                        stats.records, str(out), callback.curve)
+                        stats.records, str(out), callback.curve, online)
     write_curve(result, out)
     summary = {k: v for k, v in asdict(result).items() if k != "curve"}
     (out / "summary.json").write_text(json.dumps(

@@ -170,3 +170,107 @@ def test_tune_tir_with_tcl_model(tmp_path, programs):
     assert fits and fits[0] > len(programs)  # refit on base + measured candidates
     cost_model.save(str(tmp_path / "after.model"))
     assert read_kind(tmp_path / "after.model") == "xgb"
+
+
+PARITY_DEVICE = "cpu-sse42"
+PARITY_CLASSES = ("conv", "dense", "injective")
+PARITY_PROGRAMS = 6   # per task at most (injective tasks have fewer)
+
+
+@pytest.fixture(scope="module")
+def parity_store(tmp_path_factory):
+    """A data root with the committed zoo and, for one task of each class in PARITY_CLASSES
+    (the one with the most programs measured on the device), the device's committed records."""
+    import shutil
+    from pathlib import Path
+
+    import polars as pl
+
+    from tcl.config import Paths
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    paths = Paths(tmp_path_factory.mktemp("parity") / "data")
+    shutil.copytree(data / "zoo", paths.zoo_dir)
+    records = data / "records" / f"device={PARITY_DEVICE}"
+    measured = sorted(p.name.removeprefix("task=") for p in records.glob("task=*"))
+    tasks = pl.read_parquet(paths.tasks_file).filter(pl.col("task_id").is_in(measured))
+
+    counts = pl.read_parquet(records / "*" / "*.parquet", columns=["task_id", "program_id"]) \
+        .group_by("task_id").agg(pl.col("program_id").n_unique().alias("programs"))
+    tasks = tasks.join(counts, on="task_id").sort("programs", "task_id",
+                                                  descending=[True, False])
+    picked = [tasks.filter(pl.col("op_class") == c).row(0, named=True) for c in PARITY_CLASSES]
+    for t in picked:
+        name = f"device={PARITY_DEVICE}/task={t['task_id']}"
+        shutil.copytree(data / "records" / name, paths.records_dir / name)
+    return paths, picked
+
+
+def test_tuner_features_match_the_feature_cache(parity_store):
+    """Stored programs replayed as the tuner sees them (a schedule of the task's module, a
+    MeasureCandidate with the entry function's arguments, a TuneContext for the device's
+    target) featurize through the adapter to exactly the feature cache's per-store rows and
+    trace tokens: a model ranks tuning candidates on the features it was trained on."""
+    import polars as pl
+    from tvm import s_tir
+
+    from tcl.device import DeviceRegistry
+    from tcl.features import featurize, load_features
+    from tcl.models.adapter import featurize_candidates
+    from tcl.tvm_compat import meta_schedule
+    from tcl.zoo.extract import task_module
+
+    ms = meta_schedule()
+    paths, picked = parity_store
+    featurize(paths, [t["task_id"] for t in picked], progress=False)
+    target = DeviceRegistry(paths).get(PARITY_DEVICE).tvm_target()
+    for t in picked:
+        cached = load_features(paths, [t["task_id"]]).sort("program_id").head(PARITY_PROGRAMS)
+        traces = pl.read_parquet(paths.records_dir / f"device={PARITY_DEVICE}" /
+                                 f"task={t['task_id']}").unique("program_id") \
+            .join(cached.select("program_id"), on="program_id").sort("program_id")
+        assert len(traces) == len(cached) == min(PARITY_PROGRAMS, t["programs"]) > 1, \
+            t["task_name"]
+        mod = task_module(t["workload_json"])
+        context = ms.TuneContext(mod=mod, target=target, task_name=t["task_name"])
+        candidates = []
+        for trace in traces["trace_json"]:
+            sch = s_tir.Schedule(mod)
+            s_tir.schedule.Trace.apply_json_to_schedule(json.loads(trace), sch)
+            candidates.append(ms.MeasureCandidate(
+                sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+        got = featurize_candidates(context, candidates)
+        for i, row in enumerate(cached.iter_rows(named=True)):
+            what = f"{t['op_class']} task {t['task_name']}, program {row['program_id']}"
+            stores = got.per_store[got.store_offsets[i]:got.store_offsets[i + 1]]
+            tokens = got.tokens[got.token_offsets[i]:got.token_offsets[i + 1]]
+            assert stores.shape[0] == row["n_stores"] > 0, what
+            np.testing.assert_array_equal(stores.ravel(), np.asarray(row["per_store"]),
+                                          err_msg=what)
+            assert tokens.shape[0] == row["n_tokens"] > 0, what
+            np.testing.assert_array_equal(tokens.ravel(), np.asarray(row["tokens"]), err_msg=what)
+        # for a model that reads no tokens: the same per-store rows, no tokens
+        bare = featurize_candidates(context, candidates, tokens=False)
+        np.testing.assert_array_equal(bare.per_store, got.per_store)
+        np.testing.assert_array_equal(bare.store_offsets, got.store_offsets)
+        assert bare.tokens.shape == (0, got.tokens.shape[1]) and not bare.token_offsets.any()
+
+
+def test_the_adapter_computes_tokens_only_for_models_that_read_them():
+    from tcl.models.adapter import reads_tokens
+
+    assert not reads_tokens(XGBModel()) and not reads_tokens(make_model("tenset-mlp"))
+    assert reads_tokens(make_model("tlp")) and reads_tokens(_Counting(XGBModel()))
+
+
+def test_search_scores_are_positive_ordered_and_per_candidate():
+    """MetaSchedule clamps scores at 0 and samples parents in proportion to them: the adapter
+    hands it positive scores in the model's order, each independent of its batch."""
+    from tcl.models.adapter import search_scores
+
+    raw = np.array([-800.0, -30.0, -15.4, -0.33, 0.0, 0.12, 5.4, 40.0, 1e6, np.nan, np.inf])
+    got = search_scores(raw)
+    assert np.all(got[:-2] >= 0) and np.all(got[1:-2] > 0)
+    assert np.all(np.diff(got[:-2]) >= 0) and np.all(np.diff(got[1:-2]) > 0)  # strict order
+    assert got[-2] == 0.0 and np.isfinite(got[-1]) and got[-1] >= got[-3]     # NaN last, inf top
+    np.testing.assert_array_equal(search_scores(raw[3:6]), got[3:6])          # batch-free

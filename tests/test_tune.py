@@ -1,7 +1,8 @@
 """`tcl tune` end to end on a tiny network: MetaSchedule's search driven by a tcl cost model
 (frozen) and by MetaSchedule's random model, compiled with the tuned database; the compiled
-module's outputs match PyTorch's; library, database, curve and summary are written; the tuning
-records join the store with source `tune`; a budget below one trial per task is refused."""
+module's outputs match PyTorch's; library, database, curve and summary (with the model's ranking
+of what the search measured) are written; the tuning records join the store with source `tune`;
+a budget below one trial per task is refused."""
 from __future__ import annotations
 
 import json
@@ -81,7 +82,23 @@ def test_tune_compiles_a_network_that_matches_pytorch(tiny, model, tmp_path, cap
     assert tuned >= r.records_added > 0
     summary = json.loads((out / "summary.json").read_text())
     assert r.build_s > 0 and r.run_s > 0 and 0 <= summary["overhead_share"] < 1
+    _online_ranking_is_reported(summary, r, frozen=model == "file")
     _compile_finds_the_tuned_fused_task(paths, inst, out, capfd)
+
+
+def _online_ranking_is_reported(summary: dict, r, frozen: bool) -> None:
+    """summary.json says how the model ranked every candidate the search measured: as each
+    round's model scored it and as the final model does (the same, for a frozen model)."""
+    online = summary["online"]
+    assert online == r.online and set(online) == {"as_used", "final"}
+    for q in online.values():
+        # MetaSchedule's UpdateCostModel passes on only the candidates that built
+        assert 1 <= q["candidates"] <= r.trials and 1 <= q["tasks"] <= r.tasks
+        assert sum(t["n"] for t in q["per_task"].values()) <= r.trials
+        for value in (q["pairwise"], q["top1"]):
+            assert value is None or 0 <= value <= 1
+    if frozen:
+        assert online["as_used"] == online["final"]
 
 
 def _compile_finds_the_tuned_fused_task(paths, inst, out, capfd):

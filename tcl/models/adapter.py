@@ -1,8 +1,13 @@
 """Any tcl CostModel as a MetaSchedule ``PyCostModel``, so it can drive ``tune_tir``/``tune_relax``.
 
 predict() featurizes the candidates exactly as tcl's feature cache does, from the schedule's
-trace alone: PerStoreFeature (per-store rows) and ``trace_tokens(trace_to_json(sch.trace))``;
-the candidates form one group (one task) and the model's higher-is-better scores are returned.
+trace alone: PerStoreFeature (per-store rows) and, for models that read them (``reads_tokens``),
+``trace_tokens(trace_to_json(sch.trace))``; the candidates form one group (one task) and the
+model's higher-is-better scores are returned through ``search_scores``: MetaSchedule's
+evolutionary search clamps every score at 0 (``max(0, s)``, as its XGB model predicts normalized
+throughput) and samples parents with probability proportional to it, so raw ranking scores
+(LambdaRank models score most candidates below 0) would tie at 0 and the search would pick at
+random.
 
 update() has two modes:
 - "none" (default): the model stays as trained offline (TCL's use: a model distilled for the
@@ -49,12 +54,37 @@ def concat_program_sets(parts: list[ProgramSet]) -> ProgramSet:
         np.concatenate([p.labels for p in parts]) if with_labels else None)
 
 
-def featurize_candidates(context, candidates, extractor=None, group: int = 0) -> ProgramSet:
-    """A ProgramSet (one group) of MetaSchedule measure candidates, computed from their traces."""
+def search_scores(scores) -> np.ndarray:
+    """Higher-is-better model scores as MetaSchedule's search needs them: positive and in the
+    same order. softplus (log(1 + e^s)) is strictly increasing, positive, ~e^s far below 0 and
+    ~s far above (no saturation at the top, where the picks are), and elementwise, so scores of
+    different predict calls (the search's heap spans generations) stay comparable. NaN goes
+    to 0: last."""
+    s = np.asarray(scores, np.float64)
+    with np.errstate(invalid="ignore"):   # NaN in, NaN out: mapped to 0 below
+        return np.nan_to_num(np.logaddexp(0.0, s), nan=0.0, posinf=np.finfo(np.float64).max)
+
+
+def reads_tokens(model: CostModel) -> bool:
+    """Whether ``model`` reads trace tokens: a neural net says so (``net.needs``), XGB reads
+    per-store rows only, an unknown model is given them."""
+    from .xgb import XGBModel
+
+    if isinstance(model, XGBModel):
+        return False
+    return "tokens" in getattr(getattr(model, "net", None), "needs", ("tokens",))
+
+
+def featurize_candidates(context, candidates, extractor=None, group: int = 0,
+                         tokens: bool = True) -> ProgramSet:
+    """A ProgramSet (one group) of MetaSchedule measure candidates, computed from their traces;
+    without ``tokens`` every program has none (a trace's JSON form costs ~5 ms in Python, a
+    fifth of featurizing a conv2d candidate, for models that never read it)."""
     extractor = extractor or ms.feature_extractor.PerStoreFeature()
     feats = [np.asarray(f.numpy(), np.float32).reshape(-1, PER_STORE_WIDTH)
              for f in extractor.extract_from(context, candidates)]
-    toks = [trace_tokens(trace_to_json(c.sch.trace)) for c in candidates]
+    toks = [trace_tokens(trace_to_json(c.sch.trace)) if tokens
+            else np.zeros((0, TOKEN_WIDTH), np.float32) for c in candidates]
     n = len(candidates)
     return ProgramSet(
         program_ids=np.arange(n).astype(str), group=np.full(n, group, np.int64),
@@ -84,6 +114,7 @@ class TclCostModel(ms.cost_model.PyCostModel):
         self.base = base
         self.refit_min = refit_min
         self.extractor = ms.feature_extractor.PerStoreFeature()
+        self.tokens = reads_tokens(model)
         self._measured: dict[str, list[tuple[ProgramSet, np.ndarray]]] = {}
         self._n_measured = 0
         self._n_at_last_fit = 0
@@ -92,6 +123,7 @@ class TclCostModel(ms.cost_model.PyCostModel):
         from . import load_model
 
         self.model = load_model(path)
+        self.tokens = reads_tokens(self.model)
 
     def save(self, path: str) -> None:
         self.model.save(path)
@@ -99,17 +131,15 @@ class TclCostModel(ms.cost_model.PyCostModel):
     def predict(self, context, candidates) -> np.ndarray:
         if len(candidates) == 0:
             return np.zeros(0, np.float64)
-        programs = featurize_candidates(context, candidates, self.extractor)
-        scores = np.asarray(self.model.predict(programs), np.float64)
-        # NaN would poison MetaSchedule's sort: such candidates go last.
-        return np.nan_to_num(scores, nan=-1e30, posinf=1e30, neginf=-1e30)
+        programs = featurize_candidates(context, candidates, self.extractor, tokens=self.tokens)
+        return search_scores(self.model.predict(programs))
 
     def update(self, context, candidates, results) -> None:
         if self.update_mode == "none" or len(candidates) == 0:
             return
         import tvm_ffi
 
-        programs = featurize_candidates(context, candidates, self.extractor)
+        programs = featurize_candidates(context, candidates, self.extractor, tokens=self.tokens)
         run_secs = np.array([np.mean([float(s) for s in r.run_secs]) if r.run_secs else np.nan
                              for r in results])
         key = f"{tvm_ffi.structural_hash(context.mod):016x}"
