@@ -9,6 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
+from .cli_pipeline import register as register_pipeline_commands
 from .config import Paths, TclError
 
 
@@ -703,12 +704,7 @@ def build_parser() -> argparse.ArgumentParser:
     dc.add_argument("--fraction", type=float_in(0.0, 1.0, low_open=True), default=0.01)
     dc.set_defaults(func=cmd_datacard)
 
-    try:  # the pipeline's subcommands (train, evaluate, ...) register themselves there
-        from .cli_pipeline import register
-    except ImportError:
-        pass
-    else:
-        register(sub)
+    register_pipeline_commands(sub)   # train, evaluate, distill, models, params, stage
     return p
 
 

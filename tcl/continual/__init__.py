@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import importlib
 
+from typing import TYPE_CHECKING
+
 from ..config import TclError
-from .base import DeviceData, Distiller, Settings
-from .model import BACKBONES, MultiDeviceModel
+
+if TYPE_CHECKING:
+    from .base import DeviceData, Distiller, Settings
+    from .model import MultiDeviceModel
 
 __all__ = ["DISTILLERS", "BACKBONES", "DeviceData", "Distiller", "MultiDeviceModel", "Settings",
            "make_distiller"]
+
+# The backbones a continual model can have (tcl.continual.model builds them). Named here, with
+# the methods, so that parsing params and the CLI's choices do not import torch (about 2 s).
+BACKBONES = ("tenset-mlp", "mamba")
 
 DISTILLERS = {   # name -> (module, class)
     "scratch": ("scratch", "Scratch"),
@@ -29,3 +37,14 @@ def make_distiller(name: str) -> Distiller:
         raise TclError(f"unknown distillation method {name!r}; known: {', '.join(DISTILLERS)}")
     module, cls = DISTILLERS[name]
     return getattr(importlib.import_module(f"{__name__}.{module}"), cls)()
+
+
+_LAZY = {"DeviceData": "base", "Distiller": "base", "Settings": "base",
+         "MultiDeviceModel": "model"}
+
+
+def __getattr__(name: str):
+    """The torch-backed classes, imported on first use."""
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,8 +22,8 @@ from ..config import TclError
 from ..models.base import CostModel, ProgramSet
 from ..models.checkpoint import read_checkpoint, write_checkpoint
 from ..models.nn import Batch, CostNet, NeuralCostModel
+from . import BACKBONES
 
-BACKBONES = ("tenset-mlp", "mamba")
 HEAD_ATTR = {"tenset-mlp": "decoder", "mamba": "head"}   # the backbone net's scoring head
 
 
