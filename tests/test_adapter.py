@@ -329,6 +329,11 @@ def test_the_feature_cache_featurizes_each_program_once_and_keeps_its_bound():
         _same_programs(featurize_cached(ctx, cands, small), fresh)
         assert small.bytes <= small.max_bytes and len(small) <= 3 + 1
     assert small.evicted > 0 and small.misses > len(cands)   # evicted programs featurized again
+    # a program twice in one batch is featurized once
+    twice = FeatureCache()
+    _same_programs(featurize_cached(ctx, [cands[0], cands[1], cands[0]], twice),
+                   featurize_candidates(ctx, [cands[0], cands[1], cands[0]]))
+    assert (twice.hits, twice.misses, len(twice)) == (1, 2, 2)
     with pytest.raises(TclError, match="feature cache bound"):
         FeatureCache(max_bytes=-1)
 

@@ -83,6 +83,7 @@ def test_tune_compiles_a_network_that_matches_pytorch(tiny, model, tmp_path, cap
     summary = json.loads((out / "summary.json").read_text())
     assert r.build_s > 0 and r.run_s > 0 and 0 <= summary["overhead_share"] < 1
     _online_ranking_is_reported(summary, r, frozen=model == "file")
+    _time_split_is_reported(summary, r, tcl_model=model == "file")
     _compile_finds_the_tuned_fused_task(paths, inst, out, capfd)
 
 
@@ -99,6 +100,33 @@ def _online_ranking_is_reported(summary: dict, r, frozen: bool) -> None:
             assert value is None or 0 <= value <= 1
     if frozen:
         assert online["as_used"] == online["final"]
+
+
+def _time_split_is_reported(summary: dict, r, tcl_model: bool) -> None:
+    """summary.json and the lines `tcl tune` prints say where the tuning time went (the parts
+    sum to the wall time), how many candidates the search scored in how many predict calls,
+    and, for a tcl model, how often its feature cache spared featurizing."""
+    from tcl.tune import SPLIT, report_lines
+
+    split = summary["time_split"]
+    assert split == r.time_split and list(split) == list(SPLIT)
+    assert all(p["s"] >= 0 and 0 <= p["share"] <= 1 for p in split.values())
+    assert sum(p["s"] for p in split.values()) == pytest.approx(r.tune_s, abs=0.2)
+    assert split["build"]["s"] == pytest.approx(r.build_s, abs=0.1) and split["search"]["s"] > 0
+    scoring = summary["scoring"]
+    # the search scores a generation's population in one call, not a candidate at a time
+    assert scoring["scored"] >= scoring["predict_calls"] * SMALL_SEARCH["population"] // 2 > 0
+    lines = report_lines(r)
+    assert lines[0].startswith(f"time: {r.tune_s:.0f}s tuning = search ")
+    assert all(f" {part} " in lines[0] for part in SPLIT)
+    assert any(line.startswith("online ranking") and "pairwise" in line for line in lines)
+    if tcl_model:
+        assert split["featurize"]["s"] > 0 and split["predict"]["s"] > 0
+        cache = scoring["feature_cache"]
+        # every measured candidate was scored first: update and the ranking figures hit
+        assert cache["hits"] >= r.trials and cache["entries"] == cache["misses"] > 0
+        print("\n".join(lines))
+        assert cache["bytes"] <= cache["max_bytes"] and "cache hits" in lines[1]
 
 
 def _compile_finds_the_tuned_fused_task(paths, inst, out, capfd):

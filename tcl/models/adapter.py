@@ -168,18 +168,23 @@ def featurize_cached(context, candidates, cache: FeatureCache, extractor=None,
     task = f"{tvm_ffi.structural_hash(context.mod):016x}"
     keys = [cache.key(task, c.sch.trace) for c in candidates]
     rows = [cache.get(k) for k in keys]
-    todo = [i for i, r in enumerate(rows) if r is None]
-    cache.hits += len(keys) - len(todo)
+    todo: dict[bytes, int] = {}   # a program not held -> its first candidate in the batch
+    for i, r in enumerate(rows):
+        if r is None:
+            todo.setdefault(keys[i], i)
+    cache.hits += len(keys) - len(todo)   # a repeat within the batch is featurized once too
     cache.misses += len(todo)
     if todo:
         start = time.perf_counter()
-        new = featurize_candidates(context, [candidates[i] for i in todo], extractor,
+        new = featurize_candidates(context, [candidates[i] for i in todo.values()], extractor,
                                    tokens=tokens)
-        for j, i in enumerate(todo):
-            rows[i] = (new.per_store[new.store_offsets[j]:new.store_offsets[j + 1]],
-                       new.tokens[new.token_offsets[j]:new.token_offsets[j + 1]])
+        got = {}
+        for j, key in enumerate(todo):
             # copies: a slice would keep the whole batch's array alive in the cache
-            cache.put(keys[i], rows[i][0].copy(), rows[i][1].copy())
+            got[key] = (new.per_store[new.store_offsets[j]:new.store_offsets[j + 1]].copy(),
+                        new.tokens[new.token_offsets[j]:new.token_offsets[j + 1]].copy())
+            cache.put(key, *got[key])
+        rows = [r if r is not None else got[k] for r, k in zip(rows, keys)]
         cache.miss_s += time.perf_counter() - start
     n = len(candidates)
     return ProgramSet(
