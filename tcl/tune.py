@@ -156,9 +156,9 @@ class TuningPlan:
 
     @property
     def scored(self) -> int:
-        """Candidates the search scores: a population per generation, one in a round of no
-        generations, each round."""
-        return self.rounds * self.population * max(1, self.generations)
+        """Candidates the search scores: each round, the initial population and one per
+        generation (a predict call each: the ``scoring`` counts of a run show it)."""
+        return self.rounds * self.population * (self.generations + 1)
 
     @property
     def measure_s(self) -> float:
@@ -185,7 +185,7 @@ class TuningPlan:
             f"and running ({self.trials} trials at {self.records_per_s:.2f} records/s, "
             f"{self.rate_basis}) + {self.search_s:.0f} s search, featurizing and predicting "
             f"({self.rounds} rounds x {self.population} candidates x "
-            f"{max(1, self.generations)} generation(s) = {self.scored} scored, at "
+            f"{self.generations + 1} populations = {self.scored} scored, at "
             f"{self.search_s_per_scored * 1e3:.1f} ms each, {self.search_basis}); compiling "
             "and timing the network come after",
             "nothing was tuned or written (dry run)"])

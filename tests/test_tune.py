@@ -221,3 +221,38 @@ def test_an_interrupted_run_keeps_its_measurements_and_starts_over(tiny, tmp_pat
     with pytest.raises(TclError, match="holds a finished tuning run"):
         tune_network(paths, "tiny", "cpu-avx2", "random", trials=8, out=out, progress=False)
 
+
+
+def test_the_dry_run_plans_from_the_zoo_and_earlier_runs(tiny, tmp_path):
+    """`tcl tune --dry-run`'s plan: the zoo's tasks, trials per round, and an estimate whose
+    search part rests on earlier runs on the device when there are any (an assumption, named,
+    when there are none); it tunes and writes nothing."""
+    from tcl.tune import ASSUMED_SEARCH_S_PER_SCORED, SPLIT, plan_tuning
+    from tcl.zoo.extract import load_networks
+
+    paths, inst, _ = tiny
+    before = sorted(p for p in paths.root.rglob("*"))
+    plan = plan_tuning(paths, "tiny", "cpu-avx2", trials=12, population=16, generations=1)
+    zoo = load_networks(paths)
+    assert plan.network == inst.key and plan.per_iter == 12 // plan.tasks
+    assert plan.tasks == (zoo["network_key"] == inst.key).sum() >= 2
+    assert plan.scored == plan.rounds * 16 * 2 and plan.rounds == -(-12 // plan.per_iter)
+    assert plan.search_s_per_scored == ASSUMED_SEARCH_S_PER_SCORED
+    assert plan.eta_s == pytest.approx(12 / plan.records_per_s + plan.scored * ASSUMED_SEARCH_S_PER_SCORED)
+    text = plan.describe()
+    assert f"12 trials over {plan.tasks} tasks" in text and "assumed: no earlier tuning run" in text
+    assert sorted(p for p in paths.root.rglob("*")) == before
+    # an earlier run on the device: its search overhead per scored candidate
+    run = paths.root / "tuning" / "earlier"
+    run.mkdir(parents=True)
+    split = {k: {"s": 1.0 if k in ("search", "featurize", "predict", "update") else 50.0,
+                 "share": 0.0} for k in SPLIT}
+    (run / "summary.json").write_text(json.dumps(
+        {"device": "cpu-avx2", "time_split": split, "scoring": {"scored": 400}}))
+    (paths.root / "tuning" / "older").mkdir()
+    (paths.root / "tuning" / "older" / "summary.json").write_text('{"device": "cpu-avx2"}')
+    plan = plan_tuning(paths, "tiny", "cpu-avx2", trials=12, population=16, generations=1)
+    assert plan.search_s_per_scored == pytest.approx(4 / 400)
+    assert "median of 1 earlier tuning run(s) on cpu-avx2" in plan.describe()
+    with pytest.raises(TclError, match="fewer than the .* tasks"):
+        plan_tuning(paths, "tiny", "cpu-avx2", trials=1)
