@@ -238,7 +238,8 @@ def test_the_dry_run_plans_from_the_zoo_and_earlier_runs(tiny, tmp_path):
     assert plan.tasks == (zoo["network_key"] == inst.key).sum() >= 2
     assert plan.scored == plan.rounds * 16 * 2 and plan.rounds == -(-12 // plan.per_iter)
     assert plan.search_s_per_scored == ASSUMED_SEARCH_S_PER_SCORED
-    assert plan.eta_s == pytest.approx(12 / plan.records_per_s + plan.scored * ASSUMED_SEARCH_S_PER_SCORED)
+    assert plan.eta_s == pytest.approx(12 / plan.records_per_s +
+                                       plan.scored * ASSUMED_SEARCH_S_PER_SCORED)
     text = plan.describe()
     assert f"12 trials over {plan.tasks} tasks" in text and "assumed: no earlier tuning run" in text
     assert sorted(p for p in paths.root.rglob("*")) == before
