@@ -344,3 +344,30 @@ def test_the_feature_cache_featurizes_each_program_once_and_keeps_its_bound():
     assert adapter.cache.hits == len(cands) and adapter.featurize_s > 0
     np.testing.assert_array_equal(first, search_scores(model.predict(
         featurize_candidates(ctx, cands, tokens=False))))
+
+
+def test_the_tuning_wrapper_times_featurizing_apart_for_every_model():
+    """tcl.online's wrapper counts predict calls and scored candidates, and featurizing apart
+    from predicting: the tcl adapter's own count, MetaSchedule's XGBoost through a timed
+    extractor, none for the random model."""
+    from tcl.models.adapter import TclCostModel
+    from tcl.online import ScoredCostModel
+    from tcl.tvm_compat import meta_schedule
+
+    ms = meta_schedule()
+    ctx, cands = _matmul_candidates(8)
+    model = XGBModel(**FAST).fit(synthetic_data(n_tasks=4, programs_per_task=20, seed=1)[0])
+    results = [ms.runner.RunnerResult(run_secs=[1e-3 * (i + 1)], error_msg=None)
+               for i in range(len(cands))]
+    for inner, featurizes in ((TclCostModel(model), True),
+                              (ms.cost_model.CostModel.create("xgb", num_tuning_cores=1), True),
+                              (ms.cost_model.CostModel.create("random"), False)):
+        scored = ScoredCostModel(inner)
+        assert len(scored.predict(ctx, cands)) == len(cands)
+        # MetaSchedule's XGBoost featurizes what it learns from (it predicts at random until
+        # it has learnt from enough)
+        scored.update(ctx, cands, results)
+        assert (scored.predict_calls, scored.scored) == (1, len(cands))
+        seconds = scored.seconds()
+        assert (seconds["featurize"] > 0) == featurizes, inner
+        assert seconds["predict"] >= 0 and seconds["update"] >= 0
