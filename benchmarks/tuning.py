@@ -17,7 +17,8 @@ Results: one JSON line per run in ``--results`` (the run's summary and its curve
 what is there. ``--summarize`` prints, per (network, device): final latency (mean ± SE over
 seeds), PyTorch's, the trials and wall time each model took to reach TenSet-MLP's final estimate
 on the curve (tasks' best latencies, weighted), the speed-up over TenSet-MLP without and with the
-data collection, the search overhead, and how the model ranked: online, on the candidates the
+data collection, the search overhead and its split (search, featurize, predict: the run's
+``time_split``), and how the model ranked: online, on the candidates the
 search measured (``tcl.online``: as each round's model scored them, and the final model), next
 to offline, on the device's collected records of the network's tasks (``tcl score``).
 ``--recurve`` recomputes stored curves and data costs from the runs' own files.
@@ -235,6 +236,17 @@ def _ranking(runs: list[dict], which: str) -> str:
     return f"{_f(mean[0], '.2f')}, {_f(mean[1], '.2f')}"
 
 
+def _overhead_split(runs: list[dict]) -> str:
+    """'search/featurize/predict' shares of the tuning wall time (means over the runs that
+    report ``time_split``; predict includes model updates)."""
+    got = [r["time_split"] for r in runs if r.get("time_split")]
+    if not got:
+        return "-"
+    share = [np.mean([t[k]["share"] + (t["update"]["share"] if k == "predict" else 0)
+                      for t in got]) * 100 for k in ("search", "featurize", "predict")]
+    return "/".join(f"{x:.0f}" for x in share) + "%"
+
+
 def _label(model: str, update: str, description: str) -> str:
     name = model + ("" if update == "none" else f" ({update})")
     return name + (f" [{description.split(' (')[0]}]" if model == "tcl" else "")
@@ -246,9 +258,9 @@ def summarize(results: Path, plot: str | None = None) -> None:
         raise TclError(f"{results} holds no runs yet")
     print("| network | device | model | runs | trials | latency ms | PyTorch eager ms | trials to "
           "TenSet-MLP's final | wall s to it | device data: records, h | speed-up, wall | "
-          "speed-up, wall + data | search overhead | online pairwise, top-1: as used | "
-          "online: final model | offline (device records) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "speed-up, wall + data | search overhead | overhead: search/featurize/predict | "
+          "online pairwise, top-1: as used | online: final model | offline (device records) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["network_arg"], r["device"]), []).append(r)
@@ -282,7 +294,7 @@ def summarize(results: Path, plot: str | None = None) -> None:
                   f"{_f(wall, '.0f')} | {g[0]['data_records']}, {data_s / 3600:.2f} | "
                   f"{_f(speed, '.2f')} | {_f(speed_data, '.2f')} | "
                   f"{np.mean(overhead):.0%} ± {_f(_se(overhead) * 100, '.0f')}% | "
-                  f"{_ranking(g, 'as_used')} | {_ranking(g, 'final')} | "
+                  f"{_overhead_split(g)} | {_ranking(g, 'as_used')} | {_ranking(g, 'final')} | "
                   f"{_ranking(g, 'offline')} |")
     if plot:
         _plot(groups, plot)

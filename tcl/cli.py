@@ -433,8 +433,13 @@ def cmd_score(args) -> int:
 
 
 def cmd_tune(args) -> int:
-    from .tune import tune_network
+    from .tune import plan_tuning, report_lines, tune_network
 
+    if args.dry_run:   # the zoo's tables and earlier runs only: no TVM, no model, no writes
+        print(plan_tuning(_paths(args), args.network, args.device, args.model,
+                          trials=args.trials, population=args.population,
+                          generations=args.generations).describe())
+        return 0
     if args.out:
         out_path(args.out, "directory")
     r = tune_network(_paths(args), args.network, args.device, args.model, trials=args.trials,
@@ -450,6 +455,7 @@ def cmd_tune(args) -> int:
           f"{r.max_abs_err:.2g}")
     print(f"{r.records_added} tuning records added to the store (source tune); files in {r.out}/ "
           "(network.so, database/, curve.csv, curve.png, summary.json)")
+    print("\n".join(report_lines(r)))
     return 0
 
 
@@ -668,6 +674,8 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("--generations", type=int_in(0), default=4,
                     help="evolutionary search: generations per round (MetaSchedule's default 4)")
     tu.add_argument("--out", help="output directory (default: <data>/tuning/<network>-<device>-...)")
+    tu.add_argument("--dry-run", action="store_true",
+                    help="print the tasks, trials per task and estimated time; tune nothing")
     tu.set_defaults(func=cmd_tune)
 
     e = sub.add_parser("export", help="export records as a MetaSchedule JSONDatabase")

@@ -15,8 +15,15 @@ through the wrapped model's own ``predict`` (so on exactly the features the sear
 
 ``quality`` gives both as pairwise accuracy and top-1, per task and weighted like the network
 (``tcl.metrics``'s definitions, as ``tcl score`` reports offline).
+
+It also times the model for ``tcl tune``'s time split (``seconds``): featurizing (the tcl
+adapter's own count, or MetaSchedule's feature extractor timed), predicting and updating, each
+without the featurizing inside it; and counts the search's predict calls and the candidates they
+scored (the search scores a generation's population in one call).
 """
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import polars as pl
@@ -50,6 +57,23 @@ class ScoredCostModel(ms.cost_model.PyCostModel):
         self.inner = inner
         # task id -> [(context, candidates, scores as used, latencies)] per round
         self.rounds: dict[str, list[tuple]] = {}
+        self.predict_s = self.update_s = 0.0   # without the featurizing inside them
+        self.predict_calls = self.scored = 0   # the search's own calls
+        # What counts featurizing seconds: the tcl adapter itself; MetaSchedule's XGBoost
+        # through its extractor, timed here; the random model reads no features.
+        self._featurizer = inner if hasattr(inner, "featurize_s") else None
+        if self._featurizer is None and getattr(inner, "extractor", None) is not None:
+            inner.extractor = self._featurizer = _timed_extractor(inner.extractor)
+
+    @property
+    def featurize_s(self) -> float:
+        return float(getattr(self._featurizer, "featurize_s", 0.0))
+
+    def _timed(self, fn, *args):
+        """(fn's result, its seconds without the featurizing inside it)."""
+        start, featurized = time.perf_counter(), self.featurize_s
+        out = fn(*args)
+        return out, time.perf_counter() - start - (self.featurize_s - featurized)
 
     def load(self, path: str) -> None:
         self.inner.load(path)
@@ -58,15 +82,25 @@ class ScoredCostModel(ms.cost_model.PyCostModel):
         self.inner.save(path)
 
     def predict(self, context, candidates) -> np.ndarray:
-        return np.asarray(self.inner.predict(context, candidates), np.float64)
+        scores, secs = self._timed(self.inner.predict, context, candidates)
+        self.predict_s += secs
+        self.predict_calls += 1
+        self.scored += len(candidates)
+        return np.asarray(scores, np.float64)
 
     def update(self, context, candidates, results) -> None:
         if len(candidates):
-            scores = np.asarray(self.inner.predict(context, candidates), np.float64)
+            scores, secs = self._timed(self.inner.predict, context, candidates)
+            self.predict_s += secs
             latency = np.array([run_latency(r) for r in results])
             self.rounds.setdefault(task_id_of(context.mod), []).append(
-                (context, list(candidates), scores, latency))
-        self.inner.update(context, candidates, results)
+                (context, list(candidates), np.asarray(scores, np.float64), latency))
+        self.update_s += self._timed(self.inner.update, context, candidates, results)[1]
+
+    def seconds(self) -> dict[str, float]:
+        """Seconds spent featurizing, predicting and updating so far (disjoint)."""
+        return {"featurize": self.featurize_s, "predict": self.predict_s,
+                "update": self.update_s}
 
     def quality(self, weights: dict[str, float]) -> dict:
         """``{"as_used": ..., "final": ...}``, each ``{"pairwise", "top1", "tasks",
@@ -87,6 +121,26 @@ class ScoredCostModel(ms.cost_model.PyCostModel):
                                 "weight": [float(w) for w in weights.values()]})
         return {name: _ranking(np.concatenate(scores), latency, task_ids, network)
                 for name, scores in (("as_used", used), ("final", final))}
+
+
+def _timed_extractor(inner):
+    """A MetaSchedule feature extractor that delegates to ``inner`` and counts its seconds in
+    ``featurize_s``."""
+
+    @derived_object
+    class TimedExtractor(ms.feature_extractor.PyFeatureExtractor):
+        def __init__(self):
+            super().__init__()
+            self.featurize_s = 0.0
+
+        def extract_from(self, context, candidates):
+            start = time.perf_counter()
+            try:
+                return inner.extract_from(context, candidates)
+            finally:
+                self.featurize_s += time.perf_counter() - start
+
+    return TimedExtractor()
 
 
 def _ranking(scores, latency, task_ids, network: pl.DataFrame) -> dict:

@@ -16,8 +16,9 @@ JSONDatabase), ``curve.csv`` / ``curve.png`` (the best network latency estimated
 tasks' best measured latencies, weighted, against trials and wall time), ``summary.json`` (with
 ``online``: the model's pairwise accuracy and top-1 on the candidates the search measured, per
 task and weighted like the network, as each round's model scored them and as the final model
-does: ``tcl.online``). The tuning records join the store with source ``tune``, so tuning logs
-become training data.
+does: ``tcl.online``) and ``time_split`` (where the tuning wall time went: ``time_split``).
+The tuning records join the store with source ``tune``, so tuning logs become training data.
+``plan_tuning`` says what a run would do and about how long it would take, without tuning.
 """
 from __future__ import annotations
 
@@ -59,6 +60,10 @@ class TuneResult:
     curve: list[dict] = field(default_factory=list)
     # the model's pairwise accuracy and top-1 on what the search measured (tcl.online)
     online: dict = field(default_factory=dict)
+    # where tune_s went: {part: {"s", "share"}} (time_split), the search's predict calls and
+    # candidates scored, and the adapter's feature cache (tcl models only)
+    time_split: dict = field(default_factory=dict)
+    scoring: dict = field(default_factory=dict)
 
     @property
     def overhead_share(self) -> float:
@@ -66,6 +71,172 @@ class TuneResult:
         if not self.tune_s:
             return 0.0
         return max(0.0, self.tune_s - self.build_s - self.run_s) / self.tune_s
+
+
+SPLIT = ("search", "featurize", "predict", "update", "build", "run")
+
+
+def time_split(tune_s: float, build_s: float, run_s: float, model: dict[str, float]) -> dict:
+    """``{part: {"s", "share"}}`` for the parts of ``SPLIT``: build and run as the timed builder
+    and runner counted them, featurize, predict and update (model fitting) as
+    ``ScoredCostModel.seconds`` did; search is the rest of the wall time (the evolutionary
+    search's sampling, mutation, post-processing, and MetaSchedule's bookkeeping)."""
+    parts = {"featurize": model.get("featurize", 0.0), "predict": model.get("predict", 0.0),
+             "update": model.get("update", 0.0), "build": build_s, "run": run_s}
+    parts["search"] = max(0.0, tune_s - sum(parts.values()))
+    return {k: {"s": round(parts[k], 2), "share": round(parts[k] / tune_s, 4) if tune_s else 0.0}
+            for k in SPLIT}
+
+
+def report_lines(r: TuneResult) -> list[str]:
+    """What ``tcl tune`` prints at the end about the search: where the time went and how the
+    model ranked what the search measured."""
+    split = r.time_split
+    lines = [f"time: {r.tune_s:.0f}s tuning = " + ", ".join(
+        f"{k} {split[k]['s']:.1f}s ({split[k]['share']:.0%})" for k in SPLIT if k in split)]
+    sc = r.scoring
+    if sc.get("predict_calls"):
+        line = (f"scoring: {sc['scored']} candidates in {sc['predict_calls']} predict calls "
+                f"({sc['scored'] / sc['predict_calls']:.0f} a call)")
+        cache = sc.get("feature_cache")
+        if cache and cache.get("hit_rate") is not None:
+            line += (f"; featurized once each: {cache['hit_rate']:.0%} cache hits "
+                     f"({cache['hits']} of {cache['hits'] + cache['misses']}), about "
+                     f"{cache['saved_s']:.1f}s saved")
+        lines.append(line)
+    for name, what in (("as_used", "as each round's model scored them"),
+                       ("final", "by the final model")):
+        q = r.online.get(name)
+        if q:
+            lines.append(f"online ranking ({q['candidates']} measured candidates, {q['tasks']} "
+                         f"tasks, weighted like the network; {what}): pairwise "
+                         f"{_fmt(q['pairwise'])}, top-1 {_fmt(q['top1'])}")
+    return lines
+
+
+def _fmt(x) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def trials_per_iter(trials: int, tasks: int, key: str) -> int:
+    """Trials per round (``num_trials_per_iter``): the budget covers every task's first round
+    (at most 64 trials) before any task gets a second."""
+    if trials < tasks:
+        raise TclError(f"--trials {trials} is fewer than the {tasks} tasks of {key}: "
+                       "every task needs its first round")
+    return max(1, min(64, trials // tasks))
+
+
+# For a device with no earlier tuning run to measure from: seconds of search, featurizing and
+# predicting per candidate the search scores, an assumption of the order of featurizing one
+# conv2d candidate (docs/architecture.md); the dry run says when it used it.
+ASSUMED_SEARCH_S_PER_SCORED = 0.01
+
+
+@dataclass
+class TuningPlan:
+    """What ``tcl tune`` would do, from the zoo's tables and earlier runs (``plan_tuning``)."""
+
+    network: str
+    device: str
+    model: str
+    trials: int
+    tasks: int
+    per_iter: int            # each task's first round, and every later round's size
+    population: int
+    generations: int
+    records_per_s: float     # measuring rate
+    rate_basis: str
+    search_s_per_scored: float
+    search_basis: str
+
+    @property
+    def rounds(self) -> int:
+        return -(-self.trials // self.per_iter)
+
+    @property
+    def scored(self) -> int:
+        """Candidates the search scores: each round, the initial population and one per
+        generation (a predict call each: the ``scoring`` counts of a run show it)."""
+        return self.rounds * self.population * (self.generations + 1)
+
+    @property
+    def measure_s(self) -> float:
+        return self.trials / self.records_per_s
+
+    @property
+    def search_s(self) -> float:
+        return self.scored * self.search_s_per_scored
+
+    @property
+    def eta_s(self) -> float:
+        return self.measure_s + self.search_s
+
+    def describe(self) -> str:
+        later = self.trials - self.tasks * self.per_iter
+        return "\n".join([
+            f"tune {self.network} on {self.device} with {self.model}: {self.trials} trials over "
+            f"{self.tasks} tasks",
+            f"trials per task: {self.per_iter} each in the first round ({self.tasks} x "
+            f"{self.per_iter} = {self.tasks * self.per_iter}), then {max(0, later)} more in rounds "
+            f"of {self.per_iter} to the tasks MetaSchedule's gradient scheduler picks "
+            f"({self.trials / self.tasks:.1f} a task on average)",
+            f"estimated time: about {self.eta_s:.0f} s of tuning = {self.measure_s:.0f} s building "
+            f"and running ({self.trials} trials at {self.records_per_s:.2f} records/s, "
+            f"{self.rate_basis}) + {self.search_s:.0f} s search, featurizing and predicting "
+            f"({self.rounds} rounds x {self.population} candidates x "
+            f"{self.generations + 1} populations = {self.scored} scored, at "
+            f"{self.search_s_per_scored * 1e3:.1f} ms each, {self.search_basis}); compiling "
+            "and timing the network come after",
+            "nothing was tuned or written (dry run)"])
+
+
+def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "latest", *,
+                trials: int = 1000, population: int = 512,
+                generations: int = 4) -> TuningPlan:
+    """``tcl tune --dry-run``: the tasks (the zoo's extraction of the network), trials per task
+    and an estimated time, without tuning, loading a model, importing TVM or writing anything."""
+    import statistics
+
+    from .device import DeviceRegistry
+    from .measure.collect import DEFAULT_RECORDS_PER_SEC, measured_throughput
+    from .store.records import RecordStore
+    from .zoo.extract import load_networks
+
+    if population < 2 or generations < 0:
+        raise TclError(f"population {population} / generations {generations}: expected a "
+                       "population of at least 2 and generations >= 0")
+    device = DeviceRegistry(paths).get(device_name)
+    inst = resolve_instance(paths, network)
+    nets = load_networks(paths)
+    tasks = int((nets["network_key"] == inst.key).sum())
+    if not tasks:
+        raise TclError(f"{inst.key} is not extracted yet, so its tasks are not known without "
+                       "tuning: run `tcl zoo` (or tune: the run extracts them first)")
+    per_iter = trials_per_iter(trials, tasks, inst.key)   # refuses a budget below the tasks
+    rate = measured_throughput(RecordStore(paths), device.name)
+    rate_basis = (f"measured from {device.name}'s collections" if rate != DEFAULT_RECORDS_PER_SEC
+                  else "assumed: too few records on this device to measure")
+    # Earlier runs on this device: their search overhead per scored candidate
+    per_scored = []
+    for f in sorted((paths.root / "tuning").glob("*/summary.json")):
+        try:
+            got = json.loads(f.read_text())
+            split, scored = got["time_split"], got["scoring"]["scored"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue   # an older or unreadable summary: not one to estimate from
+        if got.get("device") == device.name and scored:
+            per_scored.append(sum(split[k]["s"] for k in ("search", "featurize", "predict",
+                                                          "update")) / scored)
+    if per_scored:
+        search, basis = statistics.median(per_scored), \
+            f"median of {len(per_scored)} earlier tuning run(s) on {device.name}"
+    else:
+        search, basis = ASSUMED_SEARCH_S_PER_SCORED, \
+            f"assumed: no earlier tuning run on {device.name} to measure from"
+    return TuningPlan(inst.key, device.name, model, trials, tasks,
+                      per_iter, population, generations, rate,
+                      rate_basis, search, basis)
 
 
 def resolve_instance(paths: Paths, network: str):
@@ -251,10 +422,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     mod = relax_module(inst, net, example)
     target = device.tvm_target()
     tasks = ms.relax_integration.extract_tasks(mod, target)
-    if trials < len(tasks):
-        raise TclError(f"--trials {trials} is fewer than the {len(tasks)} tasks of {inst.key}: "
-                       "every task needs its first round")
-    per_iter = max(1, min(64, trials // len(tasks)))
+    per_iter = trials_per_iter(trials, len(tasks), inst.key)
     # MetaSchedule's own models are made here as tune_tasks makes them, so they can be wrapped
     scored = ScoredCostModel(cm if not isinstance(cm, str) else ms.cost_model.CostModel.create(
         cm, num_tuning_cores=ms.utils.cpu_count(logical=False), tree_method="auto"))
@@ -279,6 +447,10 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
         seed=seed)
     tune_s = time.perf_counter() - start
     callback.bar.close()
+    split = time_split(tune_s, watch.build_s, watch.run_s, scored.seconds())
+    scoring = {"predict_calls": scored.predict_calls, "scored": scored.scored}
+    if hasattr(scored.inner, "cache"):   # the tcl adapter's feature cache
+        scoring["feature_cache"] = scored.inner.cache.stats()
     online = scored.quality({task_id_of(t.dispatched[0]): float(t.weight) for t in tasks})
     start = time.perf_counter()
     executable = ms.relax_integration.compile_relax(compile_database(database), mod, target,
@@ -313,7 +485,8 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     result = TuneResult(inst.key, device_name, what, update, seed, sum(callback.trials.values()),
                         len(tasks), per_task, mean, std, torch_ms, err, round(tune_s, 1),
                         round(watch.build_s, 1), round(watch.run_s, 1), round(compile_s, 1),
-                        stats.records, str(out), callback.curve, online)
+                        stats.records, str(out), callback.curve, online, time_split=split,
+                        scoring=scoring)
     write_curve(result, out)
     summary = {k: v for k, v in asdict(result).items() if k != "curve"}
     (out / "summary.json").write_text(json.dumps(

@@ -274,3 +274,100 @@ def test_search_scores_are_positive_ordered_and_per_candidate():
     assert np.all(np.diff(got[:-2]) >= 0) and np.all(np.diff(got[1:-2]) > 0)  # strict order
     assert got[-2] == 0.0 and np.isfinite(got[-1]) and got[-1] >= got[-3]     # NaN last, inf top
     np.testing.assert_array_equal(search_scores(raw[3:6]), got[3:6])          # batch-free
+
+
+def _matmul_candidates(n: int):
+    """A TuneContext over a small matmul and ``n`` random post-processed candidates of it."""
+    from tcl.sampling import tune_context
+    from tcl.tvm_compat import meta_schedule
+
+    meta_schedule()
+    from tvm import te
+    from tvm.s_tir.meta_schedule.testing import te_workload
+
+    ctx = tune_context(te.create_prim_func(te_workload.matmul(64, 64, 64)))
+    ctx.pre_tuning(max_trials=n, num_trials_per_iter=n, design_spaces=ctx.generate_design_space(),
+                   database=None, cost_model=None)
+    candidates = list(ctx.search_strategy.generate_measure_candidates())
+    ctx.post_tuning()
+    return ctx, candidates
+
+
+def _same_programs(a: ProgramSet, b: ProgramSet) -> None:
+    for field in ("per_store", "store_offsets", "tokens", "token_offsets"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
+
+
+def test_the_feature_cache_featurizes_each_program_once_and_keeps_its_bound():
+    """A candidate seen before is looked up, not featurized again, and gives exactly the
+    features featurizing gives; a cache over its byte bound drops the least recently used
+    programs and still answers right; the adapter scores the same with the cache as without."""
+    from tcl.models.adapter import FeatureCache, TclCostModel, featurize_cached, \
+        featurize_candidates, search_scores
+
+    ctx, cands = _matmul_candidates(12)
+    assert len(cands) >= 8
+    fresh = featurize_candidates(ctx, cands)
+    cache = FeatureCache()
+    _same_programs(featurize_cached(ctx, cands[:4], cache), featurize_candidates(ctx, cands[:4]))
+    assert (cache.hits, cache.misses, len(cache)) == (0, 4, 4)
+    # a batch of old and new programs, in a new order: old ones hit, the set keeps the order
+    order = cands[2:][::-1] + cands[:2]
+    _same_programs(featurize_cached(ctx, order, cache), featurize_candidates(ctx, order))
+    assert (cache.hits, cache.misses) == (4, len(cands))
+    _same_programs(featurize_cached(ctx, cands, cache), fresh)
+    stats = cache.stats()
+    assert stats["hits"] == 4 + len(cands) and stats["saved_s"] > 0
+    assert stats["hit_rate"] == round(stats["hits"] / (stats["hits"] + stats["misses"]), 4)
+    # another task's identical trace is another program
+    assert FeatureCache.key("a", cands[0].sch.trace) != FeatureCache.key("b", cands[0].sch.trace)
+
+    one = fresh.per_store[:fresh.store_offsets[1]].nbytes + \
+        fresh.tokens[:fresh.token_offsets[1]].nbytes
+    small = FeatureCache(max_bytes=3 * one)
+    for _ in range(2):
+        _same_programs(featurize_cached(ctx, cands, small), fresh)
+        assert small.bytes <= small.max_bytes and len(small) <= 3 + 1
+    assert small.evicted > 0 and small.misses > len(cands)   # evicted programs featurized again
+    # a program twice in one batch is featurized once
+    twice = FeatureCache()
+    _same_programs(featurize_cached(ctx, [cands[0], cands[1], cands[0]], twice),
+                   featurize_candidates(ctx, [cands[0], cands[1], cands[0]]))
+    assert (twice.hits, twice.misses, len(twice)) == (1, 2, 2)
+    with pytest.raises(TclError, match="feature cache bound"):
+        FeatureCache(max_bytes=-1)
+
+    model = XGBModel(**FAST).fit(synthetic_data(n_tasks=4, programs_per_task=20, seed=1)[0])
+    adapter = TclCostModel(model)
+    first = adapter.predict(ctx, cands)
+    np.testing.assert_array_equal(adapter.predict(ctx, cands), first)
+    assert adapter.cache.hits == len(cands) and adapter.featurize_s > 0
+    np.testing.assert_array_equal(first, search_scores(model.predict(
+        featurize_candidates(ctx, cands, tokens=False))))
+
+
+def test_the_tuning_wrapper_times_featurizing_apart_for_every_model():
+    """tcl.online's wrapper counts predict calls and scored candidates, and featurizing apart
+    from predicting: the tcl adapter's own count, MetaSchedule's XGBoost through a timed
+    extractor, none for the random model."""
+    from tcl.models.adapter import TclCostModel
+    from tcl.online import ScoredCostModel
+    from tcl.tvm_compat import meta_schedule
+
+    ms = meta_schedule()
+    ctx, cands = _matmul_candidates(8)
+    model = XGBModel(**FAST).fit(synthetic_data(n_tasks=4, programs_per_task=20, seed=1)[0])
+    results = [ms.runner.RunnerResult(run_secs=[1e-3 * (i + 1)], error_msg=None)
+               for i in range(len(cands))]
+    for inner, featurizes in ((TclCostModel(model), True),
+                              (ms.cost_model.CostModel.create("xgb", num_tuning_cores=1), True),
+                              (ms.cost_model.CostModel.create("random"), False)):
+        scored = ScoredCostModel(inner)
+        assert len(scored.predict(ctx, cands)) == len(cands)
+        # MetaSchedule's XGBoost featurizes what it learns from (it predicts at random until
+        # it has learnt from enough)
+        scored.update(ctx, cands, results)
+        assert (scored.predict_calls, scored.scored) == (1, len(cands))
+        seconds = scored.seconds()
+        assert (seconds["featurize"] > 0) == featurizes, inner
+        assert seconds["predict"] >= 0 and seconds["update"] >= 0

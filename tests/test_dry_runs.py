@@ -33,6 +33,14 @@ DRY_RUNS = [
     (["stage", "measure", "--device", "cpu-avx2", "--dry-run"], 0, "programs to measure on"),
     (["retire", "--device", "cpu-avx2", "--before", "2030-01-01T00:00Z", "--reason", "test",
       "--dry-run"], 0, "would retire"),
+    # tasks, trials per task and the estimate with what it rests on; nothing tuned
+    (["tune", "--network", "resnet18", "--device", "cpu-avx2", "--trials", "352",
+      "--population", "64", "--generations", "1", "--dry-run"], 0,
+     "352 trials over 22 tasks\ntrials per task: 16 each in the first round"),
+    (["tune", "--network", "resnet18", "--device", "cpu-avx2", "--dry-run"], 0,
+     "records/s, measured from cpu-avx2's collections"),
+    (["tune", "--network", "resnet18", "--device", "cpu-avx2", "--trials", "8", "--dry-run"], 2,
+     "fewer than the 22 tasks"),
 ]
 
 

@@ -83,6 +83,7 @@ def test_tune_compiles_a_network_that_matches_pytorch(tiny, model, tmp_path, cap
     summary = json.loads((out / "summary.json").read_text())
     assert r.build_s > 0 and r.run_s > 0 and 0 <= summary["overhead_share"] < 1
     _online_ranking_is_reported(summary, r, frozen=model == "file")
+    _time_split_is_reported(summary, r, tcl_model=model == "file")
     _compile_finds_the_tuned_fused_task(paths, inst, out, capfd)
 
 
@@ -99,6 +100,33 @@ def _online_ranking_is_reported(summary: dict, r, frozen: bool) -> None:
             assert value is None or 0 <= value <= 1
     if frozen:
         assert online["as_used"] == online["final"]
+
+
+def _time_split_is_reported(summary: dict, r, tcl_model: bool) -> None:
+    """summary.json and the lines `tcl tune` prints say where the tuning time went (the parts
+    sum to the wall time), how many candidates the search scored in how many predict calls,
+    and, for a tcl model, how often its feature cache spared featurizing."""
+    from tcl.tune import SPLIT, report_lines
+
+    split = summary["time_split"]
+    assert split == r.time_split and list(split) == list(SPLIT)
+    assert all(p["s"] >= 0 and 0 <= p["share"] <= 1 for p in split.values())
+    assert sum(p["s"] for p in split.values()) == pytest.approx(r.tune_s, abs=0.2)
+    assert split["build"]["s"] == pytest.approx(r.build_s, abs=0.1) and split["search"]["s"] > 0
+    scoring = summary["scoring"]
+    # the search scores a generation's population in one call, not a candidate at a time
+    assert scoring["scored"] >= scoring["predict_calls"] * SMALL_SEARCH["population"] // 2 > 0
+    lines = report_lines(r)
+    assert lines[0].startswith(f"time: {r.tune_s:.0f}s tuning = search ")
+    assert all(f" {part} " in lines[0] for part in SPLIT)
+    assert any(line.startswith("online ranking") and "pairwise" in line for line in lines)
+    if tcl_model:
+        assert split["featurize"]["s"] > 0 and split["predict"]["s"] > 0
+        cache = scoring["feature_cache"]
+        # every measured candidate was scored first: update and the ranking figures hit
+        assert cache["hits"] >= r.trials and cache["entries"] == cache["misses"] > 0
+        print("\n".join(lines))
+        assert cache["bytes"] <= cache["max_bytes"] and "cache hits" in lines[1]
 
 
 def _compile_finds_the_tuned_fused_task(paths, inst, out, capfd):
@@ -193,3 +221,39 @@ def test_an_interrupted_run_keeps_its_measurements_and_starts_over(tiny, tmp_pat
     with pytest.raises(TclError, match="holds a finished tuning run"):
         tune_network(paths, "tiny", "cpu-avx2", "random", trials=8, out=out, progress=False)
 
+
+
+def test_the_dry_run_plans_from_the_zoo_and_earlier_runs(tiny, tmp_path):
+    """`tcl tune --dry-run`'s plan: the zoo's tasks, trials per round, and an estimate whose
+    search part rests on earlier runs on the device when there are any (an assumption, named,
+    when there are none); it tunes and writes nothing."""
+    from tcl.tune import ASSUMED_SEARCH_S_PER_SCORED, SPLIT, plan_tuning
+    from tcl.zoo.extract import load_networks
+
+    paths, inst, _ = tiny
+    before = sorted(p for p in paths.root.rglob("*"))
+    plan = plan_tuning(paths, "tiny", "cpu-avx2", trials=12, population=16, generations=1)
+    zoo = load_networks(paths)
+    assert plan.network == inst.key and plan.per_iter == 12 // plan.tasks
+    assert plan.tasks == (zoo["network_key"] == inst.key).sum() >= 2
+    assert plan.scored == plan.rounds * 16 * 2 and plan.rounds == -(-12 // plan.per_iter)
+    assert plan.search_s_per_scored == ASSUMED_SEARCH_S_PER_SCORED
+    assert plan.eta_s == pytest.approx(12 / plan.records_per_s +
+                                       plan.scored * ASSUMED_SEARCH_S_PER_SCORED)
+    text = plan.describe()
+    assert f"12 trials over {plan.tasks} tasks" in text and "assumed: no earlier tuning run" in text
+    assert sorted(p for p in paths.root.rglob("*")) == before
+    # an earlier run on the device: its search overhead per scored candidate
+    run = paths.root / "tuning" / "earlier"
+    run.mkdir(parents=True)
+    split = {k: {"s": 1.0 if k in ("search", "featurize", "predict", "update") else 50.0,
+                 "share": 0.0} for k in SPLIT}
+    (run / "summary.json").write_text(json.dumps(
+        {"device": "cpu-avx2", "time_split": split, "scoring": {"scored": 400}}))
+    (paths.root / "tuning" / "older").mkdir()
+    (paths.root / "tuning" / "older" / "summary.json").write_text('{"device": "cpu-avx2"}')
+    plan = plan_tuning(paths, "tiny", "cpu-avx2", trials=12, population=16, generations=1)
+    assert plan.search_s_per_scored == pytest.approx(4 / 400)
+    assert "median of 1 earlier tuning run(s) on cpu-avx2" in plan.describe()
+    with pytest.raises(TclError, match="fewer than the .* tasks"):
+        plan_tuning(paths, "tiny", "cpu-avx2", trials=1)

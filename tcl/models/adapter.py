@@ -18,8 +18,18 @@ update() has two modes:
   ``refit_min`` candidates (64 by default: a neural fit takes tens of seconds, and refitting
   after every small round would cost more than the search). ``fit`` is the model's own: from
   scratch for XGB; whatever the neural models' fit does for them.
+
+Each candidate is featurized once per run: ``FeatureCache`` keeps its per-store rows and tokens
+by program (the task and the trace with its decisions), so a schedule the search scores again
+in a later generation or round, and every measured candidate ``update`` sees (it was scored
+first), costs a lookup. ``featurize_s`` counts the seconds spent featurizing (misses and
+lookups), which ``tcl tune`` reports apart from predicting.
 """
 from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
 
 import numpy as np
 
@@ -35,6 +45,9 @@ from tvm.ir.utils import derived_object  # noqa: E402
 UPDATE_MODES = ("none", "refit")
 _REFIT_GROWTH = 0.2  # MetaSchedule's adaptive training threshold (retrain after +20% data)
 _REFIT_MIN = 64      # ... and after at least this many new measurements
+# A conv2d candidate's rows and tokens take a few KB: this holds some tens of thousands, far more
+# than one network's search scores in a run of a few hundred trials
+FEATURE_CACHE_BYTES = 256 << 20
 
 
 def _offsets(counts) -> np.ndarray:
@@ -94,6 +107,96 @@ def featurize_candidates(context, candidates, extractor=None, group: int = 0,
         token_offsets=_offsets([len(t) for t in toks]))
 
 
+class FeatureCache:
+    """Featurized candidates by program, least recently used dropped past ``max_bytes``.
+
+    A program is its task (the structural hash of the tuning context's module) and its trace
+    printed with every decision (``str(trace)``, about 0.5 ms against ~13 ms of PerStoreFeature
+    for a conv2d candidate): one trace replayed on one task gives one scheduled module, so its
+    features and tokens are the same. Keys are digests, so a key costs 16 bytes, not the trace."""
+
+    def __init__(self, max_bytes: int = FEATURE_CACHE_BYTES):
+        if max_bytes < 0:
+            raise TclError(f"feature cache bound must be >= 0 bytes; got {max_bytes}")
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self.hits = self.misses = self.evicted = 0
+        self.miss_s = 0.0   # seconds featurizing the misses: what a hit saves, on average
+        self._rows: OrderedDict[bytes, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @staticmethod
+    def key(task: str, trace) -> bytes:
+        return hashlib.blake2b(f"{task}\n{trace}".encode(), digest_size=16).digest()
+
+    def get(self, key: bytes) -> tuple[np.ndarray, np.ndarray] | None:
+        got = self._rows.get(key)
+        if got is not None:
+            self._rows.move_to_end(key)
+        return got
+
+    def put(self, key: bytes, per_store: np.ndarray, tokens: np.ndarray) -> None:
+        if key in self._rows:
+            return
+        self._rows[key] = (per_store, tokens)
+        self.bytes += per_store.nbytes + tokens.nbytes
+        while self.bytes > self.max_bytes and self._rows:
+            _, (p, t) = self._rows.popitem(last=False)
+            self.bytes -= p.nbytes + t.nbytes
+            self.evicted += 1
+
+    def stats(self) -> dict:
+        """Hits, misses, hit rate, the featurizing seconds the hits saved (estimated at the
+        misses' mean), entries, bytes held and the bound."""
+        looked = self.hits + self.misses
+        saved = self.hits * self.miss_s / self.misses if self.misses else 0.0
+        return {"hits": self.hits, "misses": self.misses,
+                "hit_rate": round(self.hits / looked, 4) if looked else None,
+                "saved_s": round(saved, 2), "featurize_misses_s": round(self.miss_s, 2),
+                "entries": len(self), "bytes": self.bytes, "max_bytes": self.max_bytes,
+                "evicted": self.evicted}
+
+
+def featurize_cached(context, candidates, cache: FeatureCache, extractor=None,
+                     tokens: bool = True) -> ProgramSet:
+    """``featurize_candidates`` through ``cache``: only the programs it does not hold are
+    featurized (in one batch), and the set is assembled in the candidates' order."""
+    import tvm_ffi
+
+    task = f"{tvm_ffi.structural_hash(context.mod):016x}"
+    keys = [cache.key(task, c.sch.trace) for c in candidates]
+    rows = [cache.get(k) for k in keys]
+    todo: dict[bytes, int] = {}   # a program not held -> its first candidate in the batch
+    for i, r in enumerate(rows):
+        if r is None:
+            todo.setdefault(keys[i], i)
+    cache.hits += len(keys) - len(todo)   # a repeat within the batch is featurized once too
+    cache.misses += len(todo)
+    if todo:
+        start = time.perf_counter()
+        new = featurize_candidates(context, [candidates[i] for i in todo.values()], extractor,
+                                   tokens=tokens)
+        got = {}
+        for j, key in enumerate(todo):
+            # copies: a slice would keep the whole batch's array alive in the cache
+            got[key] = (new.per_store[new.store_offsets[j]:new.store_offsets[j + 1]].copy(),
+                        new.tokens[new.token_offsets[j]:new.token_offsets[j + 1]].copy())
+            cache.put(key, *got[key])
+        rows = [r if r is not None else got[k] for r, k in zip(rows, keys)]
+        cache.miss_s += time.perf_counter() - start
+    n = len(candidates)
+    return ProgramSet(
+        program_ids=np.arange(n).astype(str), group=np.zeros(n, np.int64),
+        per_store=np.concatenate([r[0] for r in rows]) if rows else
+        np.zeros((0, PER_STORE_WIDTH), np.float32),
+        store_offsets=_offsets([len(r[0]) for r in rows]),
+        tokens=np.concatenate([r[1] for r in rows]) if rows else
+        np.zeros((0, TOKEN_WIDTH), np.float32),
+        token_offsets=_offsets([len(r[1]) for r in rows]))
+
+
 @derived_object
 class TclCostModel(ms.cost_model.PyCostModel):
     """Wraps ``model`` (a fitted tcl CostModel) for MetaSchedule search."""
@@ -115,6 +218,8 @@ class TclCostModel(ms.cost_model.PyCostModel):
         self.refit_min = refit_min
         self.extractor = ms.feature_extractor.PerStoreFeature()
         self.tokens = reads_tokens(model)
+        self.cache = FeatureCache()
+        self.featurize_s = 0.0   # featurizing, cache lookups included (tcl tune's time split)
         self._measured: dict[str, list[tuple[ProgramSet, np.ndarray]]] = {}
         self._n_measured = 0
         self._n_at_last_fit = 0
@@ -124,6 +229,7 @@ class TclCostModel(ms.cost_model.PyCostModel):
 
         self.model = load_model(path)
         self.tokens = reads_tokens(self.model)
+        self.cache = FeatureCache(self.cache.max_bytes)   # held rows may lack the tokens
 
     def save(self, path: str) -> None:
         self.model.save(path)
@@ -131,7 +237,7 @@ class TclCostModel(ms.cost_model.PyCostModel):
     def predict(self, context, candidates) -> np.ndarray:
         if len(candidates) == 0:
             return np.zeros(0, np.float64)
-        programs = featurize_candidates(context, candidates, self.extractor, tokens=self.tokens)
+        programs = self._featurize(context, candidates)
         return search_scores(self.model.predict(programs))
 
     def update(self, context, candidates, results) -> None:
@@ -139,7 +245,7 @@ class TclCostModel(ms.cost_model.PyCostModel):
             return
         import tvm_ffi
 
-        programs = featurize_candidates(context, candidates, self.extractor, tokens=self.tokens)
+        programs = self._featurize(context, candidates)
         run_secs = np.array([np.mean([float(s) for s in r.run_secs]) if r.run_secs else np.nan
                              for r in results])
         key = f"{tvm_ffi.structural_hash(context.mod):016x}"
@@ -150,6 +256,14 @@ class TclCostModel(ms.cost_model.PyCostModel):
             return
         self._n_at_last_fit = self._n_measured
         self.model.fit(self._training_set())
+
+    def _featurize(self, context, candidates) -> ProgramSet:
+        start = time.perf_counter()
+        try:
+            return featurize_cached(context, candidates, self.cache, self.extractor,
+                                    tokens=self.tokens)
+        finally:
+            self.featurize_s += time.perf_counter() - start
 
     def _training_set(self) -> ProgramSet:
         from ..metrics import labels
