@@ -1,8 +1,9 @@
 """`tcl tune` end to end on a tiny network: MetaSchedule's search driven by a tcl cost model
 (frozen, and as the prior of an online residual model) and by MetaSchedule's random model,
-compiled with the tuned database; the compiled module's outputs match PyTorch's; library, database, curve and summary (with the model's ranking
-of what the search measured) are written; the tuning records join the store with source `tune`;
-a budget below one trial per task is refused."""
+compiled with the tuned database; the compiled module's outputs match PyTorch's; library,
+database, curve and summary (with the model's ranking of what the search measured) are written;
+the tuning records join the store with source `tune`; a budget below one trial per task is
+refused."""
 from __future__ import annotations
 
 import json
