@@ -299,10 +299,11 @@ class _Reversed(CostModel):
 
 
 def test_residual_mode_learns_what_a_wrong_prior_ranks_badly(parity_store):
-    """``update_mode="residual"``: the prior alone scores a task until it is measured; fed the
-    measured candidates of real tasks (replayed from the store, one failed run among them), the
-    online residual model ranks them far better than the frozen prior does when the prior is
-    reversed, each update is cheap, and the scores stay positive."""
+    """``update_mode="residual"``: the prior alone scores until the run has measured a few
+    candidates; fed the measured candidates of real tasks (replayed from the store, one failed
+    run among them), the online residual model ranks them far better than the frozen prior does
+    when the prior is reversed, each update is cheap, and the scores stay positive. A task not
+    measured yet is scored by the same model, shifted by a constant."""
     import time
 
     import polars as pl
@@ -365,6 +366,8 @@ def test_residual_mode_learns_what_a_wrong_prior_ranks_badly(parity_store):
             start = time.perf_counter()
             residual.update(context, candidates[half], results)
             slowest = max(slowest, time.perf_counter() - start)
+            if residual.residual.n_measured < residual.residual.min_measured:
+                np.testing.assert_array_equal(ranking(residual)[1], scores)  # the prior alone
     frozen_pairwise = ranking(frozen)[0]
     after, scores = ranking(residual)
     assert before == frozen_pairwise < 0.3
@@ -373,6 +376,10 @@ def test_residual_mode_learns_what_a_wrong_prior_ranks_badly(parity_store):
     assert residual.residual.n_measured == sum(len(lat) for *_, lat in tasks)
     assert residual.residual.slope == 0.0   # a reversed prior is flattened, not inverted
     assert slowest < 10.0, slowest          # generous: featurizing and a 50-tree fit
+    learner, known = residual.residual, next(iter(residual.residual.intercept))
+    p = prior.predict(sets[0])
+    shift = learner.score("not measured", sets[0], p) - learner.score(known, sets[0], p)
+    np.testing.assert_allclose(shift, shift[0])
     with pytest.raises(TclError, match="residual rounds"):
         ResidualPrior(rounds=0)
     with pytest.raises(TclError, match="residual eta"):

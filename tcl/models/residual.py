@@ -8,16 +8,20 @@ run 0). The prior's score ``p`` is mapped to that scale by one affine map per ta
 ``b_t + s * p``: the slope ``s`` is pooled over every measured task (least squares on the
 within-task centred scores and labels, clipped at 0 so a wrong prior is flattened, not
 inverted, from a few noisy measurements) and ``b_t`` makes the task's mean right. An XGBoost
-regressor (a few dozen shallow trees, refit from scratch on all of the run's measurements after
+regressor ``g`` (a few dozen shallow trees, refit from scratch on all of the run's measurements after
 every update: milliseconds to a few hundred) learns the residual ``label - (b_t + s * p)`` from
 the program's per-store feature rows summed (the rows the prior and MetaSchedule's XGBoost read).
 
-A task with no measurement yet is scored by the prior alone (the raw score), so the prior ranks
-every task's first round; from then on the residual model corrects it where it measured wrong,
-more as measurements accrue. A task's scores change scale once, at its first measurement:
-MetaSchedule compares scores only within one task's round (its evolutionary search's population
-and heap), and updates come between rounds, so the scores one round compares come from one
-state of the model.
+Until the run has ``min_measured`` measurements the prior alone ranks (its raw scores). From then
+on every task is scored ``b_t + s * p + g(x)``, measured or not: tcl's tuner gives every task its
+first round before any task gets a second, so at 64 trials a task most tasks are searched only
+once, and what the residual model learned on the tasks measured before (how the prior is wrong
+on this device and network) is the only help it can give them. A task not measured yet gets the
+measured tasks' mean intercept: the intercept shifts all of a task's scores alike and so never
+changes their order. Scores change scale once, when the residual model is first fitted; they
+move at every update, between rounds, as any online model's do: MetaSchedule compares scores
+only within one task's round (its evolutionary search's population and heap), so the scores one
+round compares come from one state of the model.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ from .base import PER_STORE_WIDTH, ProgramSet
 ROUNDS = 50      # trees per refit: enough to fit a few hundred measurements, cheap to redo
 MAX_DEPTH = 4    # shallow: the residual is fitted on a few measurements per task
 ETA = 0.3
+MIN_MEASURED = 16   # measurements before the residual model first corrects the prior
 
 
 def program_sums(programs: ProgramSet) -> np.ndarray:
@@ -46,8 +51,9 @@ class ResidualPrior:
     the run failed); ``score`` programs of a task with the prior's scores."""
 
     def __init__(self, rounds: int = ROUNDS, max_depth: int = MAX_DEPTH, eta: float = ETA,
-                 nthread: int = 1, seed: int = 0):
+                 min_measured: int = MIN_MEASURED, nthread: int = 1, seed: int = 0):
         for key, value, low, high in (("rounds", rounds, 1, 10_000),
+                                      ("min_measured", min_measured, 1, 1_000_000),
                                       ("max_depth", max_depth, 1, 32),
                                       ("nthread", nthread, 1, 1024), ("seed", seed, 0, 2**31)):
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -58,6 +64,7 @@ class ResidualPrior:
         self.params = {"objective": "reg:squarederror", "max_depth": max_depth, "eta": eta,
                        "nthread": nthread, "seed": seed, "base_score": 0.0, "verbosity": 0}
         self.rounds = rounds
+        self.min_measured = min_measured
         # task key -> [(feature sums, prior scores, latencies)] per update
         self._measured: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         self.slope = 0.0
@@ -76,17 +83,19 @@ class ResidualPrior:
                            f"scores and {len(latency)} latencies; expected one of each per program")
         if len(latency):
             self._measured.setdefault(key, []).append((program_sums(programs), prior, latency))
-            self._fit()
+            if self.n_measured >= self.min_measured:
+                self._fit()
 
     def score(self, key: str, programs: ProgramSet, prior: np.ndarray) -> np.ndarray:
-        """Higher-is-better scores: the raw prior for a task not measured yet, else the
-        calibrated prior plus the residual model's correction (the label's scale)."""
+        """Higher-is-better scores: the raw prior before the residual model's first fit, then
+        the calibrated prior plus the residual model's correction (about the label's scale)."""
         prior = np.asarray(prior, np.float64)
-        if key not in self.intercept or not len(prior):
+        if self.booster is None or not len(prior):
             return prior
         import xgboost as xgb
 
-        calibrated = self.intercept[key] + self.slope * _finite(prior)
+        intercept = self.intercept.get(key, float(np.mean(list(self.intercept.values()))))
+        calibrated = intercept + self.slope * _finite(prior)
         return calibrated + self.booster.predict(xgb.DMatrix(program_sums(programs)))
 
     def _fit(self) -> None:
