@@ -8,9 +8,10 @@ run 0). The prior's score ``p`` is mapped to that scale by one affine map per ta
 ``b_t + s * p``: the slope ``s`` is pooled over every measured task (least squares on the
 within-task centred scores and labels, clipped at 0 so a wrong prior is flattened, not
 inverted, from a few noisy measurements) and ``b_t`` makes the task's mean right. An XGBoost
-regressor ``g`` (a few dozen shallow trees, refit from scratch on all of the run's measurements after
-every update: milliseconds to a few hundred) learns the residual ``label - (b_t + s * p)`` from
-the program's per-store feature rows summed (the rows the prior and MetaSchedule's XGBoost read).
+regressor ``g`` (a few dozen shallow trees, refit from scratch on all of the run's measurements
+after every update: cheap next to one round's builds) learns the residual
+``label - (b_t + s * p)`` from the program's per-store feature rows summed (the rows the prior
+and MetaSchedule's XGBoost read).
 
 Until the run has ``min_measured`` measurements the prior alone ranks (its raw scores). From then
 on every task is scored ``b_t + s * p + g(x)``, measured or not: tcl's tuner gives every task its
