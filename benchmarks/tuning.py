@@ -6,7 +6,8 @@ network and times it end to end (not the sum of task estimates), with PyTorch ea
 the same cores. Models: ``tcl`` (the device's registered continual model where distillation
 made one, else its Mamba model: the row says which), ``tenset-mlp`` (trained on the device's
 full data), ``xgb-online`` (MetaSchedule's default, online from scratch) and ``random`` (the
-floor); ``--refit MODELS`` adds their online-refit mode (``--update refit``).
+floor); ``--refit MODELS`` adds their online-refit mode (``--update refit``), ``--residual
+MODELS`` their prior-plus-online-residual mode (``--update residual``).
 
 The runs tune in a copy of ``--data`` under ``--work`` (made once), so the tuning records of the
 held-out networks never enter the reference store. Each row also carries the measurement time
@@ -118,6 +119,7 @@ def run(args) -> None:
         root = isolated_root(root, Path(args.work).resolve())
     paths, results = Paths(root), Path(args.results)
     refit = set(filter(None, args.refit.split(",")))
+    residual = set(filter(None, args.residual.split(",")))
     results.parent.mkdir(parents=True, exist_ok=True)
     done = set()
     if results.exists():
@@ -128,7 +130,8 @@ def run(args) -> None:
         for network in args.networks.split(","):
             for device in args.devices.split(","):
                 for model in args.models.split(","):
-                    updates = ["none"] + (["refit"] if model in refit else [])
+                    updates = ["none"] + (["refit"] if model in refit else []) + \
+                        (["residual"] if model in residual else [])
                     for update in updates:
                         key = (network, device, model, update, seed)
                         if key in done:
@@ -335,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--refit", default="tenset-mlp",
                     help="models (of --models) also run refit online (--update refit); '' none")
+    ap.add_argument("--residual", default="tcl",
+                    help="models (of --models) also run as a prior with an online residual "
+                         "model (--update residual); '' none")
     ap.add_argument("--trials", type=int, default=1500)
     ap.add_argument("--seeds", default="0,1")
     ap.add_argument("--population", type=int, default=512, help="tcl tune --population")

@@ -666,7 +666,8 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("--trials", type=int_in(1), default=1000,
                     help="MetaSchedule trials over the whole network (at least one per task)")
     tu.add_argument("--update", choices=UPDATE_MODES, default="none",
-                    help="a tcl model frozen (none) or refit on what the search measures")
+                    help="a tcl model frozen (none), refit on what the search measures (refit, "
+                         "slow), or kept as a prior that an online XGBoost corrects (residual)")
     tu.add_argument("--seed", type=int_in(0), default=0)
     tu.add_argument("--population", type=int_in(2), default=512,
                     help="evolutionary search: schedules the model scores per generation "

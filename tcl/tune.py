@@ -4,8 +4,9 @@ compile it with the tuned database, check it against PyTorch and time it end to 
 The search is MetaSchedule's own (``relax_integration.tune_relax``: the gradient task
 scheduler, evolutionary search, the builder and runner tcl measures with); only the cost model
 changes: a tcl model through the ``PyCostModel`` adapter (``tcl.models.adapter``), frozen
-(``update="none"``) or refit on what the search measures (``"refit"``), MetaSchedule's XGBoost
-trained online from scratch (``xgb-online``), or its random model (``random``, the floor).
+(``update="none"``), refit on what the search measures (``"refit"``) or kept as a prior that an
+online XGBoost corrects on its residual (``"residual"``: ``tcl.models.residual``); MetaSchedule's
+XGBoost trained online from scratch (``xgb-online``), or its random model (``random``, the floor).
 ``MetaScheduleTuneIRMod`` is not used: it ignores a custom cost model.
 
 The budget covers every task before any task gets a second round: the scheduler's first round
@@ -33,7 +34,7 @@ from .config import Paths, TclError
 
 MODELS_HELP = "latest | a trained kind (mamba, tenset-mlp, tlp, xgb) | xgb-online | random | FILE"
 ONLINE = {"xgb-online": "xgb", "random": "random"}   # MetaSchedule's own cost models
-UPDATE_MODES = ("none", "refit")
+UPDATE_MODES = ("none", "refit", "residual")         # tcl.models.adapter.UPDATE_MODES
 TOLERANCE = {"rtol": 1e-3, "atol": 1e-3}             # tuned outputs against PyTorch's, fp32
 
 
@@ -283,7 +284,9 @@ def cost_model_for(paths: Paths, device: str, model: str, update: str,
         base = load_program_set(paths, device)
         keep = ~np.isin(base.task_ids.astype(str), sorted(holdout_task_ids(paths)))
         base = base.subset(np.flatnonzero(keep))
-    return TclCostModel(scorer, update, base), f"{what} ({'refit online' if base is not None else 'frozen'})"
+    how = {"none": "frozen", "refit": "refit online",
+           "residual": "prior + online residual XGBoost"}[update]
+    return TclCostModel(scorer, update, base), f"{what} ({how})"
 
 
 def _progress_callback(total: int, weights: dict[int, float], show: bool):

@@ -371,3 +371,120 @@ def test_the_tuning_wrapper_times_featurizing_apart_for_every_model():
         seconds = scored.seconds()
         assert (seconds["featurize"] > 0) == featurizes, inner
         assert seconds["predict"] >= 0 and seconds["update"] >= 0
+
+
+class _Reversed(CostModel):
+    """A deliberately wrong prior: ``inner``'s scores negated."""
+
+    kind = "reversed"
+
+    def __init__(self, inner: CostModel):
+        self.inner = inner
+
+    def fit(self, train, valid=None):
+        raise NotImplementedError
+
+    def predict(self, programs):
+        return -self.inner.predict(programs)
+
+    def save(self, path):
+        self.inner.save(path)
+
+    @classmethod
+    def load(cls, path):
+        raise NotImplementedError
+
+
+def test_residual_mode_learns_what_a_wrong_prior_ranks_badly(parity_store):
+    """``update_mode="residual"``: the prior alone scores until the run has measured a few
+    candidates; fed the measured candidates of real tasks (replayed from the store, one failed
+    run among them), the online residual model ranks them far better than the frozen prior does
+    when the prior is reversed, each update is cheap, and the scores stay positive. A task not
+    measured yet is scored by the same model, shifted by a constant."""
+    import time
+
+    import polars as pl
+    from tvm import s_tir
+
+    from tcl.device import DeviceRegistry
+    from tcl.metrics import labels, pairwise_accuracy
+    from tcl.models.adapter import TclCostModel, concat_program_sets, featurize_candidates
+    from tcl.models.residual import ResidualPrior
+    from tcl.tvm_compat import meta_schedule
+    from tcl.zoo.extract import task_module
+
+    ms = meta_schedule()
+    paths, picked = parity_store
+    target = DeviceRegistry(paths).get(PARITY_DEVICE).tvm_target()
+    tasks = []   # (context, candidates, latency s: NaN for the failed run)
+    for t in picked:
+        rows = pl.read_parquet(paths.records_dir / f"device={PARITY_DEVICE}" /
+                               f"task={t['task_id']}").filter(pl.col("status") == "ok") \
+            .unique("program_id").sort("program_id")
+        if len(rows) < 8:
+            continue
+        mod = task_module(t["workload_json"])
+        context = ms.TuneContext(mod=mod, target=target, task_name=t["task_name"])
+        candidates = []
+        for trace in rows["trace_json"]:
+            sch = s_tir.Schedule(mod)
+            s_tir.schedule.Trace.apply_json_to_schedule(json.loads(trace), sch)
+            candidates.append(ms.MeasureCandidate(
+                sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+        latency = np.array([np.mean(x) for x in rows["latencies"].to_list()], np.float64)
+        latency[int(np.argmin(latency))] = np.nan   # the best program's run failed
+        tasks.append((context, candidates, latency))
+    assert len(tasks) >= 2
+
+    # the prior: an XGB fitted to the true labels of these very programs, reversed
+    sets = []
+    for g, (context, candidates, latency) in enumerate(tasks):
+        ps = featurize_candidates(context, candidates, group=g, tokens=False)
+        ps.labels = labels(np.where(np.isnan(latency), np.nanmax(latency) * 2, latency), ps.group)
+        sets.append(ps)
+    prior = _Reversed(XGBModel(**FAST).fit(concat_program_sets(sets)))
+    frozen = TclCostModel(prior)
+    residual = TclCostModel(prior, update_mode="residual")
+
+    def ranking(cost_model) -> tuple[float, np.ndarray]:
+        scores = [cost_model.predict(c, cands) for c, cands, _ in tasks]
+        lat = np.concatenate([lat for *_, lat in tasks])
+        group = np.concatenate([np.full(len(s), g) for g, s in enumerate(scores)])
+        return pairwise_accuracy(np.concatenate(scores), labels(lat, group), group), \
+            np.concatenate(scores)
+
+    before, scores = ranking(residual)
+    np.testing.assert_array_equal(scores, ranking(frozen)[1])   # unmeasured: the prior alone
+    slowest = 0.0
+    for half in (slice(0, None, 2), slice(1, None, 2)):   # two rounds per task
+        for context, candidates, latency in tasks:
+            results = [ms.runner.RunnerResult(None, "RuntimeError: failed") if np.isnan(s)
+                       else ms.runner.RunnerResult([float(s)], None) for s in latency[half]]
+            start = time.perf_counter()
+            residual.update(context, candidates[half], results)
+            slowest = max(slowest, time.perf_counter() - start)
+            if residual.residual.n_measured < residual.residual.min_measured:
+                np.testing.assert_array_equal(ranking(residual)[1], scores)  # the prior alone
+    frozen_pairwise = ranking(frozen)[0]
+    after, scores = ranking(residual)
+    assert before == frozen_pairwise < 0.3
+    assert after > 0.8 and after > frozen_pairwise + 0.5, (before, after)
+    assert np.all(scores > 0) and np.all(np.isfinite(scores))
+    assert residual.residual.n_measured == sum(len(lat) for *_, lat in tasks)
+    assert residual.residual.slope == 0.0   # a reversed prior is flattened, not inverted
+    assert slowest < 10.0, slowest          # generous: featurizing and a 50-tree fit
+    learner, known = residual.residual, next(iter(residual.residual.intercept))
+    p = prior.predict(sets[0])
+    shift = learner.score("not measured", sets[0], p) - learner.score(known, sets[0], p)
+    np.testing.assert_allclose(shift, shift[0])
+    with pytest.raises(TclError, match="residual rounds"):
+        ResidualPrior(rounds=0)
+    with pytest.raises(TclError, match="residual eta"):
+        ResidualPrior(eta=2.0)
+
+
+def test_tune_and_adapter_offer_the_same_update_modes():
+    from tcl import tune
+    from tcl.models import adapter
+
+    assert tune.UPDATE_MODES == adapter.UPDATE_MODES

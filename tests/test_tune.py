@@ -1,8 +1,9 @@
 """`tcl tune` end to end on a tiny network: MetaSchedule's search driven by a tcl cost model
-(frozen) and by MetaSchedule's random model, compiled with the tuned database; the compiled
-module's outputs match PyTorch's; library, database, curve and summary (with the model's ranking
-of what the search measured) are written; the tuning records join the store with source `tune`;
-a budget below one trial per task is refused."""
+(frozen, and as the prior of an online residual model) and by MetaSchedule's random model,
+compiled with the tuned database; the compiled module's outputs match PyTorch's; library,
+database, curve and summary (with the model's ranking of what the search measured) are written;
+the tuning records join the store with source `tune`; a budget below one trial per task is
+refused."""
 from __future__ import annotations
 
 import json
@@ -58,17 +59,19 @@ def _synthetic_model(path):
     return path
 
 
-@pytest.mark.parametrize("model", ["file", "random"])
-def test_tune_compiles_a_network_that_matches_pytorch(tiny, model, tmp_path, capfd):
+@pytest.mark.parametrize("model, update", [("file", "none"), ("file", "residual"),
+                                           ("random", "none")])
+def test_tune_compiles_a_network_that_matches_pytorch(tiny, model, update, tmp_path, capfd):
     from tcl.store.catalog import query
     from tcl.tune import TOLERANCE, tune_network
 
     paths, inst, root = tiny
     which = str(_synthetic_model(tmp_path / "m.model")) if model == "file" else "random"
     out = tmp_path / "run"
-    r = tune_network(paths, "tiny", "cpu-avx2", which, trials=8, out=out, progress=False,
-                     **SMALL_SEARCH)
-    assert r.network == inst.key and r.tasks >= 2
+    r = tune_network(paths, "tiny", "cpu-avx2", which, trials=8, update=update, out=out,
+                     progress=False, **SMALL_SEARCH)
+    assert r.network == inst.key and r.tasks >= 2 and r.update == update
+    assert (update == "residual") == ("residual" in r.model)
     assert sum(r.trials_per_task.values()) == r.trials and 0 < r.trials <= 8
     assert set(r.trials_per_task) and min(r.trials_per_task.values()) >= 1   # every task tuned
     assert r.max_abs_err <= TOLERANCE["atol"] and r.latency_ms > 0
@@ -82,7 +85,7 @@ def test_tune_compiles_a_network_that_matches_pytorch(tiny, model, tmp_path, cap
     assert tuned >= r.records_added > 0
     summary = json.loads((out / "summary.json").read_text())
     assert r.build_s > 0 and r.run_s > 0 and 0 <= summary["overhead_share"] < 1
-    _online_ranking_is_reported(summary, r, frozen=model == "file")
+    _online_ranking_is_reported(summary, r, frozen=model == "file" and update == "none")
     _time_split_is_reported(summary, r, tcl_model=model == "file")
     _compile_finds_the_tuned_fused_task(paths, inst, out, capfd)
 

@@ -24,6 +24,9 @@ by program (the task and the trace with its decisions), so a schedule the search
 in a later generation or round, and every measured candidate ``update`` sees (it was scored
 first), costs a lookup. ``featurize_s`` counts the seconds spent featurizing (misses and
 lookups), which ``tcl tune`` reports apart from predicting.
+- "residual": the model stays frozen as the prior and a small online XGBoost learns, from every
+  measurement of the run, where it is wrong on this network (``tcl.models.residual``): cheap
+  enough to redo after every round, unlike "refit". Only the prior is saved.
 """
 from __future__ import annotations
 
@@ -37,12 +40,15 @@ from ..features import TOKEN_WIDTH, trace_to_json, trace_tokens
 from ..config import TclError
 from ..tvm_compat import meta_schedule
 from .base import PER_STORE_WIDTH, CostModel, ProgramSet
+from .residual import ResidualPrior
 
 ms = meta_schedule()  # before any meta_schedule import: registers tensor intrinsics cheaply
 
 from tvm.ir.utils import derived_object  # noqa: E402
 
-UPDATE_MODES = ("none", "refit")
+from ..online import run_latency  # noqa: E402
+
+UPDATE_MODES = ("none", "refit", "residual")
 _REFIT_GROWTH = 0.2  # MetaSchedule's adaptive training threshold (retrain after +20% data)
 _REFIT_MIN = 64      # ... and after at least this many new measurements
 # A conv2d candidate's rows and tokens take a few KB: this holds some tens of thousands, far more
@@ -76,6 +82,13 @@ def search_scores(scores) -> np.ndarray:
     s = np.asarray(scores, np.float64)
     with np.errstate(invalid="ignore"):   # NaN in, NaN out: mapped to 0 below
         return np.nan_to_num(np.logaddexp(0.0, s), nan=0.0, posinf=np.finfo(np.float64).max)
+
+
+def task_key(context) -> str:
+    """The key that groups a run's measurements by task: the task module's structural hash."""
+    import tvm_ffi
+
+    return f"{tvm_ffi.structural_hash(context.mod):016x}"
 
 
 def reads_tokens(model: CostModel) -> bool:
@@ -163,9 +176,7 @@ def featurize_cached(context, candidates, cache: FeatureCache, extractor=None,
                      tokens: bool = True) -> ProgramSet:
     """``featurize_candidates`` through ``cache``: only the programs it does not hold are
     featurized (in one batch), and the set is assembled in the candidates' order."""
-    import tvm_ffi
-
-    task = f"{tvm_ffi.structural_hash(context.mod):016x}"
+    task = task_key(context)
     keys = [cache.key(task, c.sch.trace) for c in candidates]
     rows = [cache.get(k) for k in keys]
     todo: dict[bytes, int] = {}   # a program not held -> its first candidate in the batch
@@ -223,6 +234,7 @@ class TclCostModel(ms.cost_model.PyCostModel):
         self._measured: dict[str, list[tuple[ProgramSet, np.ndarray]]] = {}
         self._n_measured = 0
         self._n_at_last_fit = 0
+        self.residual = ResidualPrior() if update_mode == "residual" else None
 
     def load(self, path: str) -> None:
         from . import load_model
@@ -230,6 +242,8 @@ class TclCostModel(ms.cost_model.PyCostModel):
         self.model = load_model(path)
         self.tokens = reads_tokens(self.model)
         self.cache = FeatureCache(self.cache.max_bytes)   # held rows may lack the tokens
+        if self.residual is not None:   # what it learned corrected the old prior
+            self.residual = ResidualPrior()
 
     def save(self, path: str) -> None:
         self.model.save(path)
@@ -238,17 +252,24 @@ class TclCostModel(ms.cost_model.PyCostModel):
         if len(candidates) == 0:
             return np.zeros(0, np.float64)
         programs = self._featurize(context, candidates)
-        return search_scores(self.model.predict(programs))
+        scores = self.model.predict(programs)
+        if self.residual is not None:
+            scores = self.residual.score(task_key(context), programs, scores)
+        return search_scores(scores)
 
     def update(self, context, candidates, results) -> None:
         if self.update_mode == "none" or len(candidates) == 0:
             return
-        import tvm_ffi
-
         programs = self._featurize(context, candidates)
+        if self.residual is not None:
+            # a failed run is NaN, label 0, as tcl.online and the refit path count it
+            latency = np.array([run_latency(r) for r in results])
+            self.residual.observe(task_key(context), programs, self.model.predict(programs),
+                                  latency)
+            return
         run_secs = np.array([np.mean([float(s) for s in r.run_secs]) if r.run_secs else np.nan
                              for r in results])
-        key = f"{tvm_ffi.structural_hash(context.mod):016x}"
+        key = task_key(context)
         self._measured.setdefault(key, []).append((programs, run_secs))
         self._n_measured += len(candidates)
         grown = self._n_measured - self._n_at_last_fit
