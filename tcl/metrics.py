@@ -83,9 +83,10 @@ def labels(latency, group) -> np.ndarray:
     return out
 
 
-def failed(labels_) -> np.ndarray:
-    """Mask of failed programs: label ``FAILED_LABEL`` (a running program's label is > 0)."""
-    return np.asarray(labels_) <= FAILED_LABEL
+def failed(labels_):
+    """Mask of failed programs: label ``FAILED_LABEL`` (a running program's label is > 0).
+    An array or tensor gives one of its kind (the losses pass torch tensors)."""
+    return (labels_ if hasattr(labels_, "shape") else np.asarray(labels_)) <= FAILED_LABEL
 
 
 def _rank_in_group(scores: np.ndarray, inv: np.ndarray) -> np.ndarray:

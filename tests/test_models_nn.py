@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tcl import metrics
 from tcl.config import TclError
 from tcl.models.base import ProgramSet
 from tcl.models import mamba
@@ -16,6 +17,7 @@ from tcl.models.mlp import TenSetMLP
 from tcl.models.nn import group_batches, lambdarank_loss, synthetic_programs
 from tcl.models.stream import ParquetStream, write_parquet
 from tcl.models.tlp import TLPModel
+from tcl.models.xgb import XGBModel
 
 torch.set_num_threads(1)   # tests share the machine; small shapes gain nothing from threads
 
@@ -225,6 +227,68 @@ def test_lambdarank_single_program_group_is_zero():
     good = lambdarank_loss(torch.tensor([3.0, 0.0, 1.0]), labels[:3], torch.zeros(3))
     bad = lambdarank_loss(torch.tensor([0.0, 3.0, 1.0]), labels[:3], torch.zeros(3))
     assert good < bad
+
+
+def test_lambdarank_pushes_a_failure_below_a_slow_running_program():
+    # One task: best (label 1), a slow program (0.02) and a failure (label 0) scored above the
+    # slow one. The failure's gradient pushes it down harder than the slow program is pulled
+    # down, and a bottom-of-list swap of failure and slow program still costs.
+    labels = torch.tensor([1.0, 0.02, 0.0])
+    scores = torch.tensor([2.0, 0.0, 0.5], requires_grad=True)
+    lambdarank_loss(scores, labels, torch.zeros(3)).backward()
+    assert scores.grad[2] > 0 and scores.grad[2] > abs(scores.grad[1])
+    wrong = lambdarank_loss(torch.tensor([2.0, 0.0, 0.5]), labels, torch.zeros(3))
+    right = lambdarank_loss(torch.tensor([2.0, 0.5, 0.0]), labels, torch.zeros(3))
+    assert wrong - right > 0.1 * wrong
+
+
+def _with_failures(ps: ProgramSet) -> ProgramSet:
+    """The largest tiles fail (knob >= 7, even where the task's optimum is 7 or 8), as
+    unseen large shapes do; labels follow metrics.labels with those latencies invalid."""
+    knob = ps.per_store[ps.store_offsets[:-1], 0]
+    ps.latency = np.where(knob >= 7, np.nan, 1.0 / ps.labels)
+    ps.labels = metrics.labels(ps.latency, ps.group)
+    return ps
+
+
+@pytest.fixture(scope="module")
+def failing():
+    small = dict(tokens=(4, 16), stores=(2, 6), noise=0.01)
+    return (_with_failures(synthetic_programs(24, 24, seed=0, **small)),
+            _with_failures(synthetic_programs(8, 24, seed=1, **small)))
+
+
+def _running_above_failed(scores, labels, group) -> tuple[float, int]:
+    """(share of same-task (running, failed) pairs ordered right, tasks with every failure
+    below every running program)."""
+    fail = metrics.failed(labels)
+    right = total = strict = 0
+    for g in np.unique(group):
+        ran, bad = scores[(group == g) & ~fail], scores[(group == g) & fail]
+        right += (ran[:, None] > bad[None, :]).sum()
+        total += ran.size * bad.size
+        strict += bool(not ran.size or not bad.size or bad.max() < ran.min())
+    return right / total, strict
+
+
+@pytest.mark.parametrize("name", ["xgb", "tenset-mlp"])
+def test_a_model_trained_with_failures_ranks_them_last(failing, name):
+    train, test = failing
+    assert 0.2 < metrics.failed(train.labels).mean() < 0.4
+    model = XGBModel(nthread=1) if name == "xgb" else \
+        TenSetMLP(device="cpu", hidden=64, lr=3e-3, epochs=12, batch_size=128)
+    scores = model.fit(train).predict(test)
+    per_task = metrics.task_metrics(scores, test.latency, test.group, (1,))
+    assert metrics.failed_pick_share(per_task, 1) == 0.0     # no top-1 pick fails
+    right, strict = _running_above_failed(scores, test.labels, test.group)
+    if name == "xgb":       # "reg" targets -1 for a failure: every failure below every runner
+        assert right == 1.0 and strict == len(np.unique(test.group))
+    else:
+        assert right > 0.85
+    # MetaSchedule's weighting (a failure weighs 0) learns nothing about failures
+    if name == "xgb":
+        blind = XGBModel(nthread=1, fail_weight=0.0).fit(train).predict(test)
+        assert _running_above_failed(blind, test.labels, test.group)[0] < 0.8
 
 
 def test_group_batches_keep_groups_whole():
