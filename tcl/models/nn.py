@@ -117,7 +117,9 @@ def lambdarank_loss(scores: Tensor, labels: Tensor, group: Tensor, sigma: float 
     A failed program (``metrics.failed``) gains ``FAILED_GAIN`` (< 0) rather than 2^0 - 1 = 0: with
     gain 0 a failure weighs next to nothing against a slow running program (label ~0.05, gain
     ~0.04), so nothing pushes it below them; with -1 a (running, failed) pair weighs at least
-    as much as a (best, slowest) one, at any position in the list."""
+    as much as a (best, slowest) one at the same positions. (Dropping the position discount
+    for failure pairs as well pushed harder and measured worse on unseen LLaMA sizes:
+    docs/results.md, failure-aware ranking.)"""
     _, g = torch.unique(group, return_inverse=True)
     n_groups = int(g.max()) + 1
     # padded (group, member) matrices, members in predicted order (descending score)
@@ -142,11 +144,8 @@ def lambdarank_loss(scores: Tensor, labels: Tensor, group: Tensor, sigma: float 
     ideal = torch.sort(gain.clamp(min=0.0), dim=1, descending=True).values
     max_dcg = (ideal * inv_d).sum(1, keepdim=True).clamp(min=1e-10)
     g_norm = gain / max_dcg
-    # a (running, failed) pair is wrong at any position: no discount (NDCG's weighs it by how
-    # far apart the two sit, next to nothing at the bottom of the list, where failures go)
-    position = torch.where(fail[:, None, :], torch.ones_like(inv_d[0]),
-                           (inv_d[:, None] - inv_d[None, :]).abs())
-    weight = position * (g_norm[:, :, None] - g_norm[:, None, :]).abs()
+    weight = ((inv_d[:, None] - inv_d[None, :]).abs()
+              * (g_norm[:, :, None] - g_norm[:, None, :]).abs())
     pairs = valid[:, :, None] & valid[:, None, :] & (y[:, :, None] > y[:, None, :])
     diff = s[:, :, None] - s[:, None, :]
     losses = -weight * F.logsigmoid(sigma * diff) / math.log(2.0)
