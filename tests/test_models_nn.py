@@ -229,17 +229,11 @@ def test_lambdarank_single_program_group_is_zero():
     assert good < bad
 
 
-def test_lambdarank_pushes_a_failure_below_a_slow_running_program():
-    # One task: best (label 1), a slow program (0.02) and a failure (label 0) scored above the
-    # slow one. The failure is pushed down harder than the slow program moves, and swapping the
-    # two at the bottom of the list costs (with gain 0 for a failure it cost under 1%).
-    labels = torch.tensor([1.0, 0.02, 0.0])
-    scores = torch.tensor([2.0, 0.0, 0.5], requires_grad=True)
-    lambdarank_loss(scores, labels, torch.zeros(3)).backward()
-    assert scores.grad[2] > 0 and scores.grad[2] > abs(scores.grad[1])
-    wrong = lambdarank_loss(torch.tensor([2.0, 0.0, 0.5]), labels, torch.zeros(3))
-    right = lambdarank_loss(torch.tensor([2.0, 0.5, 0.0]), labels, torch.zeros(3))
-    assert wrong - right > 0.1 * wrong
+def test_lambdarank_takes_a_failure_as_the_worse_member_of_its_pairs():
+    # a failure (label 0) scored above a running program: the loss pushes it down, the runner up
+    scores = torch.tensor([0.0, 1.0], requires_grad=True)
+    lambdarank_loss(scores, torch.tensor([0.05, metrics.FAILED_LABEL]), torch.zeros(2)).backward()
+    assert scores.grad[1] > 0 > scores.grad[0]
 
 
 def _with_failures(ps: ProgramSet) -> ProgramSet:
@@ -271,24 +265,22 @@ def _running_above_failed(scores, labels, group) -> tuple[float, int]:
     return right / total, strict
 
 
-@pytest.mark.parametrize("name", ["xgb", "tenset-mlp"])
-def test_a_model_trained_with_failures_ranks_them_last(failing, name):
+def test_a_model_trained_with_failures_ranks_them_last(failing):
+    """XGBoost's "reg" targets -1 for a failure: on unseen tasks every failure scores below
+    every running program; MetaSchedule's weighting (a failure weighs 0) learns nothing of it.
+    (TenSet-MLP's LambdaRank already takes a failure as the worse member of each pair; a
+    stronger push measured no better on the long tail: docs/results.md.)"""
     train, test = failing
     assert 0.2 < metrics.failed(train.labels).mean() < 0.4
-    model = XGBModel(nthread=1) if name == "xgb" else \
-        TenSetMLP(device="cpu", hidden=64, lr=3e-3, epochs=12, batch_size=128)
-    scores = model.fit(train).predict(test)
+    scores = XGBModel(nthread=1).fit(train).predict(test)
     per_task = metrics.task_metrics(scores, test.latency, test.group, (1,))
     assert metrics.failed_pick_share(per_task, 1) == 0.0     # no top-1 pick fails
     right, strict = _running_above_failed(scores, test.labels, test.group)
-    if name == "xgb":       # "reg" targets -1 for a failure: every failure below every runner
-        assert right == 1.0 and strict == len(np.unique(test.group))
-    else:                   # LambdaRank orders most (running, failed) pairs, not all of them
-        assert right > 0.8
-    # MetaSchedule's weighting (a failure weighs 0) learns nothing about failures
-    if name == "xgb":
-        blind = XGBModel(nthread=1, fail_weight=0.0).fit(train).predict(test)
-        assert _running_above_failed(blind, test.labels, test.group)[0] < 0.8
+    assert right == 1.0 and strict == len(np.unique(test.group))
+    blind = XGBModel(nthread=1, fail_weight=0.0).fit(train).predict(test)
+    per_task = metrics.task_metrics(blind, test.latency, test.group, (1,))
+    assert metrics.failed_pick_share(per_task, 1) > 0.0
+    assert _running_above_failed(blind, test.labels, test.group)[0] < 0.8
 
 
 def test_group_batches_keep_groups_whole():

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from ..config import TclError
 from ..features import TOKEN_WIDTH, VOCAB
-from ..metrics import failed, pairwise_accuracy
+from ..metrics import pairwise_accuracy
 from .base import PER_STORE_WIDTH, CostModel, ProgramSet
 from .checkpoint import read_checkpoint, write_checkpoint
 
@@ -106,20 +106,10 @@ def group_batches(group: np.ndarray, size: int, rng: np.random.Generator | None 
     return batches
 
 
-FAILED_GAIN = -1.0  # LambdaRank gain of a failed program (a running one gains 2^label - 1 > 0)
-
-
 def lambdarank_loss(scores: Tensor, labels: Tensor, group: Tensor, sigma: float = 1.0) -> Tensor:
     """LambdaRank (NDCG-weighted pairwise logistic loss, the form of TenSet's and TLP's
     ``LambdaRankLoss``) computed within each group and summed over groups. A group with one
-    program, or with all labels equal, has no ordered pair and contributes 0.
-
-    A failed program (``metrics.failed``) gains ``FAILED_GAIN`` (< 0) rather than 2^0 - 1 = 0: with
-    gain 0 a failure weighs next to nothing against a slow running program (label ~0.05, gain
-    ~0.04), so nothing pushes it below them; with -1 a (running, failed) pair weighs at least
-    as much as a (best, slowest) one at the same positions. (Dropping the position discount
-    for failure pairs as well pushed harder and measured worse on unseen LLaMA sizes:
-    docs/results.md, failure-aware ranking.)"""
+    program, or with all labels equal, has no ordered pair and contributes 0."""
     _, g = torch.unique(group, return_inverse=True)
     n_groups = int(g.max()) + 1
     # padded (group, member) matrices, members in predicted order (descending score)
@@ -138,10 +128,8 @@ def lambdarank_loss(scores: Tensor, labels: Tensor, group: Tensor, sigma: float 
     y[g_sorted, member] = labels[order].to(scores.dtype)
 
     inv_d = 1.0 / torch.log2(torch.arange(width, device=scores.device, dtype=scores.dtype) + 2.0)
-    fail = valid & failed(y)
-    gain = torch.where(fail, torch.full_like(y, FAILED_GAIN), torch.pow(2.0, y) - 1.0)
-    # padding keeps gain 0; the ideal order puts failures last, where they cost nothing
-    ideal = torch.sort(gain.clamp(min=0.0), dim=1, descending=True).values
+    gain = torch.pow(2.0, y) - 1.0                                   # padding: label 0, gain 0
+    ideal = torch.sort(gain, dim=1, descending=True).values
     max_dcg = (ideal * inv_d).sum(1, keepdim=True).clamp(min=1e-10)
     g_norm = gain / max_dcg
     weight = ((inv_d[:, None] - inv_d[None, :]).abs()
