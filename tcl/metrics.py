@@ -3,8 +3,8 @@
 Conventions (tests/test_metrics.py pins them with hand-computed cases):
 - Latency of a record: mean of its repeats when status is ok; anything else (errors, NaN, inf,
   <= 0) is "invalid": the program failed (timeout, run or build error) and gets label 0
-  (``FAILED_LABEL``), below every running program of its task (labels in (0, 1]). The models'
-  losses find failures with ``failed``, so this rule lives here only.
+  (``FAILED_LABEL``), below every running program of its task (labels in (0, 1]). Code that
+  treats failures apart (XGBoost's loss) finds them with ``failed``: this rule lives here only.
 - Ranking within a task: by score, descending; ties keep input order (stable sort, as TenSet's
   ``argsort``); NaN scores rank last.
 - A task with no valid latency carries no information and is left out of top-k and pairwise
@@ -83,10 +83,9 @@ def labels(latency, group) -> np.ndarray:
     return out
 
 
-def failed(labels_):
-    """Mask of failed programs: label ``FAILED_LABEL`` (a running program's label is > 0).
-    An array or tensor gives one of its kind (the losses pass torch tensors)."""
-    return (labels_ if hasattr(labels_, "shape") else np.asarray(labels_)) <= FAILED_LABEL
+def failed(labels_) -> np.ndarray:
+    """Mask of failed programs: label ``FAILED_LABEL`` (a running program's label is > 0)."""
+    return np.asarray(labels_) <= FAILED_LABEL
 
 
 def _rank_in_group(scores: np.ndarray, inv: np.ndarray) -> np.ndarray:
