@@ -11,8 +11,9 @@ Swin, a LLaMA decoder, U-Net, Conformer, MLP-Mixer, DLRM, ConvNeXt), on one devi
   here), one fit per (device, family, model, seed); ``random`` scores uniformly at random, the
   floor every model must beat.
 Figures (all from ``tcl.metrics``): top-1 / top-5 (TenSet's score with the zoo's task weights,
-mean over the family's networks) and pairwise accuracy (pooled over its tasks), per family;
-the same per operator class, pooled over every family's tasks. Seeds give the standard error.
+mean over the family's networks), pairwise accuracy (pooled over its tasks) and the share of its
+tasks whose top-1 pick fails (a failed pick zeroes its network's score), per family; top-1 and
+pairwise per operator class, pooled over every family's tasks. Seeds give the standard error.
 
 Results: one JSON line per evaluated task per (device, family, model, seed) in ``--results``
 (best latency, best-of-top-k picks and pair counts: what the metrics need); a rerun skips the
@@ -160,7 +161,7 @@ def per_run(frame: pl.DataFrame, paths: Paths) -> tuple[pl.DataFrame, pl.DataFra
             fam_rows.append({"device": device, "model": model, "seed": seed, "family": family,
                              "n_tasks": len(t), "n_programs": int(t["n_programs"].sum()),
                              "top1": per_net["top1"].mean(), "top5": per_net["top5"].mean(),
-                             "pairwise": pooled})
+                             "pairwise": pooled, "fail1": metrics.failed_pick_share(t, 1)})
         classes = metrics.class_metrics(g.select("task_id", "n_programs", "best", "pick1", "pick5",
                                                  "pairs", "correct"),
                                         g.select("task_id", "op_class").unique("task_id"), KS)
@@ -239,6 +240,8 @@ def summarize(results: Path, paths: Paths, plot_file: Path | None) -> None:
     print(markdown(fam, "family", "top1", models))
     print("\nPairwise accuracy (pooled over the family's tasks):\n")
     print(markdown(fam, "family", "pairwise", models))
+    print("\nShare of the family's tasks whose top-1 pick fails (timeout, run or build error):\n")
+    print(markdown(fam, "family", "fail1", models))
     print("\nTop-1 per operator class (every family's tasks, pooled):\n")
     print(markdown(cls, "op_class", "top1", models))
     print("\nPairwise accuracy per operator class:\n")

@@ -2,7 +2,9 @@
 
 Conventions (tests/test_metrics.py pins them with hand-computed cases):
 - Latency of a record: mean of its repeats when status is ok; anything else (errors, NaN, inf,
-  <= 0) is "invalid" and gets label 0.
+  <= 0) is "invalid": the program failed (timeout, run or build error) and gets label 0
+  (``FAILED_LABEL``), below every running program of its task (labels in (0, 1]). Code that
+  treats failures apart (XGBoost's loss) finds them with ``failed``: this rule lives here only.
 - Ranking within a task: by score, descending; ties keep input order (stable sort, as TenSet's
   ``argsort``); NaN scores rank last.
 - A task with no valid latency carries no information and is left out of top-k and pairwise
@@ -12,6 +14,8 @@ Conventions (tests/test_metrics.py pins them with hand-computed cases):
   programs do not run).
 - A network none of whose tasks has a valid latency has no top-k score (null, not 0/0 = NaN),
   so averages over networks leave it out.
+- Top-1 failures: the share of tasks whose top-1 pick failed (``failed_pick_share``); such a
+  pick zeroes its network's score.
 - Pairwise accuracy counts each same-task pair with different labels once; a score tie counts
   half (a constant model scores 0.5, chance level).
 """
@@ -24,6 +28,7 @@ import polars as pl
 
 from .config import TclError
 
+FAILED_LABEL = 0.0  # the label of a failed program; a running program's label is > 0
 _CHUNK = 2048  # rows per broadcast block in pairwise counting (bounds memory at ~32 MB)
 
 
@@ -62,11 +67,12 @@ def record_labels(records: pl.DataFrame, by: Sequence[str] = ("device", "task_id
 
 
 def labels(latency, group) -> np.ndarray:
-    """Label per program: min valid latency in its group / its latency; invalid latency -> 0."""
+    """Label per program: min valid latency in its group / its latency, in (0, 1]; a failed
+    program (invalid latency) gets ``FAILED_LABEL``, below every running program."""
     lat = _vec("latency", latency)
     grp = np.asarray(group)
     _same_length(latency=lat, group=grp)
-    out = np.zeros(len(lat), np.float32)
+    out = np.full(len(lat), FAILED_LABEL, np.float32)
     if len(lat) == 0:
         return out
     _, inv = np.unique(grp, return_inverse=True)
@@ -75,6 +81,11 @@ def labels(latency, group) -> np.ndarray:
     np.minimum.at(best, inv[ok], lat[ok])
     out[ok] = best[inv[ok]] / lat[ok]
     return out
+
+
+def failed(labels_) -> np.ndarray:
+    """Mask of failed programs: label ``FAILED_LABEL`` (a running program's label is > 0)."""
+    return np.asarray(labels_) <= FAILED_LABEL
 
 
 def _rank_in_group(scores: np.ndarray, inv: np.ndarray) -> np.ndarray:
@@ -150,6 +161,15 @@ def task_scores(per_task: pl.DataFrame, ks: Sequence[int] = (1, 5)) -> pl.DataFr
         *[(pl.col("best") / pl.col(f"pick{k}")).alias(f"top{k}") for k in ks],
         pl.when(pl.col("pairs") > 0).then(pl.col("correct") / pl.col("pairs")).otherwise(None)
         .alias("pairwise"))
+
+
+def failed_pick_share(per_task: pl.DataFrame, k: int = 1) -> float | None:
+    """Share of tasks (``task_metrics`` rows) whose top-k picks all failed (``pick{k}`` inf);
+    None without tasks."""
+    _check_columns(per_task, "per_task", {f"pick{k}"})
+    if per_task.is_empty():
+        return None
+    return float((~per_task[f"pick{k}"].fill_null(float("inf")).is_finite()).mean())
 
 
 def _topk_columns(ks: Sequence[int], weight: str | None) -> list[pl.Expr]:

@@ -42,7 +42,8 @@ def test_xgb_fit_predict_save_load(tmp_path, programs, objective):
 
 
 def test_xgb_reg_matches_metaschedule_xgbmodel(programs):
-    """Same trees as MetaSchedule's own XGBModel._train up to our best iteration."""
+    """Same trees as MetaSchedule's own XGBModel._train up to our best iteration, with its
+    weighting of failed programs (weight 0; ``programs`` has some)."""
     from tcl.tvm_compat import meta_schedule
 
     meta_schedule()
@@ -53,7 +54,7 @@ def test_xgb_reg_matches_metaschedule_xgbmodel(programs):
                                                   programs.store_offsets[1:])]
     theirs = MSXGBModel(config=XGBConfig(nthread=1))
     theirs._train(xs, programs.labels.astype(np.float32))
-    ours = XGBModel(nthread=1).fit(programs)
+    ours = XGBModel(nthread=1, fail_weight=0.0).fit(programs)
     pack = PackSum(xs, None)
     expect = pack.predict_with_score(theirs.booster.predict(
         pack.dmatrix, iteration_range=(0, ours.best_iteration + 1)))

@@ -25,6 +25,33 @@ def test_labels_min_over_latency_and_invalid_zero():
     assert len(metrics.labels([], [])) == 0
 
 
+def test_a_failed_program_labels_below_every_running_program_of_its_task():
+    # Task 0: a failure (NaN: timeout / run / build error) beside a program 1000x slower than
+    # the best; task 1: only failures. Every failure is below every running program of its task.
+    lat = np.array([1.0, 1000.0, np.nan, np.inf, 5.0, np.nan, np.nan])
+    grp = np.array([0, 0, 0, 0, 1, 2, 2])
+    y = metrics.labels(lat, grp)
+    fail = metrics.failed(y)
+    assert fail.tolist() == [False, False, True, True, False, True, True]
+    assert (y[fail] == metrics.FAILED_LABEL).all() and (y[~fail] > metrics.FAILED_LABEL).all()
+    for g in np.unique(grp):
+        ran, bad = y[(grp == g) & ~fail], y[(grp == g) & fail]
+        assert not len(ran) or not len(bad) or bad.max() < ran.min()
+
+
+def test_failed_pick_share_counts_tasks_whose_top1_fails():
+    # A: top-1 (score 0.9) failed, top-5 runs; B: top-1 runs; C: only failures: left out.
+    scores = [0.9, 0.1, 0.5, 0.2, 0.7]
+    lat = [np.nan, 1.0, 2.0, np.nan, np.nan]
+    per_task = metrics.task_metrics(scores, lat, ["A", "A", "B", "C", "C"], (1, 5))
+    assert per_task["task_id"].to_list() == ["A", "B"]
+    assert metrics.failed_pick_share(per_task, 1) == 0.5
+    assert metrics.failed_pick_share(per_task, 5) == 0.0
+    assert metrics.failed_pick_share(per_task.head(0)) is None
+    with pytest.raises(TclError, match="pick2"):
+        metrics.failed_pick_share(per_task, 2)
+
+
 def test_labels_rejects_mismatched_lengths():
     with pytest.raises(TclError, match="differ in length"):
         metrics.labels([1.0, 2.0], [0])

@@ -11,7 +11,12 @@ Departures, on purpose: early stopping watches ``valid`` when given (MetaSchedul
 training set: fine for a few hundred tuning records, thousands of rounds on our data); prediction
 uses the trees up to the best iteration. MetaSchedule 0.27 has no ranking objective; "rank" is a
 pack-sum pairwise logistic loss (RankNet) on pairs sampled within each task, offered as the
-ranking variant TenSet/TLP compare against.
+ranking variant TenSet/TLP compare against. A failed program (label 0: timeout, run or build
+error) has weight 0 under MetaSchedule's label weighting, so nothing teaches the trees that it
+fails and an unseen large tile can score high. "reg" gives a failure the target
+``FAILED_TARGET`` (-1, a margin below every running program's label in (0, 1]) and the weight
+``fail_weight`` (default 1, the best program's weight; 0 is MetaSchedule's), so failures score
+below the programs that run. "rank" already counts a failure as the worse member of its pairs.
 """
 from __future__ import annotations
 
@@ -23,42 +28,49 @@ from typing import Any
 import numpy as np
 
 from ..config import TclError
+from ..metrics import failed
 from .base import CostModel, ProgramSet
 
 FORMAT_VERSION = 1
 OBJECTIVES = ("reg", "rank")
+FAILED_TARGET = -1.0  # "reg" target of a failed program: a margin below every running one (> 0)
 RANK_MIN_DELTA = 1e-3  # pair-loss improvement that counts for early stopping
 
 
 class _PackSum:
     """Per-store rows of a program set and the row -> program map."""
 
-    def __init__(self, programs: ProgramSet, with_labels: bool):
+    def __init__(self, programs: ProgramSet, with_labels: bool, fail_weight: float = 0.0):
         import xgboost as xgb
 
         counts = np.diff(programs.store_offsets)
         self.n = len(programs)
         self.ids = np.repeat(np.arange(self.n), counts)
         self.group = programs.group
-        self.y = None
+        self.y = self.t = self.w = None
         if with_labels:
             self.y = np.asarray(programs.labels, np.float32)
-        rows = self.y[self.ids] if self.y is not None else None
+            fail = failed(self.y)
+            # "reg": MetaSchedule's target and weight are the label; a failure (label 0) would
+            # weigh 0, so it targets FAILED_TARGET with weight fail_weight instead
+            self.t = np.where(fail, np.float32(FAILED_TARGET), self.y)
+            self.w = np.where(fail, np.float32(fail_weight), self.y)
+        rows = self.t[self.ids] if self.t is not None else None
         self.dmatrix = xgb.DMatrix(np.asarray(programs.per_store, np.float32), label=rows)
         if rows is not None:
-            self.dmatrix.set_weight(rows)
+            self.dmatrix.set_weight(self.w[self.ids])
 
     def program_scores(self, store_pred: np.ndarray) -> np.ndarray:
         return np.bincount(self.ids, weights=store_pred, minlength=self.n)
 
     # -- reg: MetaSchedule's obj_square_error / rmse ------------------------------------------
     def square_error(self, store_pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        ys = self.y[self.ids]
+        ys, ws = self.t[self.ids], self.w[self.ids]
         grad = self.program_scores(store_pred)[self.ids] - ys
-        return grad * ys, np.ones_like(grad) * ys
+        return grad * ws, np.ones_like(grad) * ws
 
     def rmse(self, store_pred: np.ndarray) -> float:
-        err = self.program_scores(store_pred)[self.ids] - self.y[self.ids]
+        err = self.program_scores(store_pred)[self.ids] - self.t[self.ids]
         return float(np.sqrt(np.mean(np.square(err))))
 
     # -- rank: pairwise logistic loss on sampled same-task pairs ------------------------------
@@ -101,17 +113,18 @@ class XGBModel(CostModel):
                  min_child_weight: float = 0.0, eta: float = 0.2, seed: int = 43,
                  nthread: int | None = None, tree_method: str = "auto",
                  num_boost_round: int = 10000, early_stopping_rounds: int = 50,
-                 rank_pairs: int = 16, verbose: bool = False):
+                 rank_pairs: int = 16, fail_weight: float = 1.0, verbose: bool = False):
         if objective not in OBJECTIVES:
             raise TclError(f"xgb objective {objective!r} is unknown; expected one of {OBJECTIVES}")
         for key, value, low, high in (
                 ("max_depth", max_depth, 1, 64), ("gamma", gamma, 0, None),
                 ("min_child_weight", min_child_weight, 0, None), ("eta", eta, 1e-6, 1.0),
+                ("fail_weight", fail_weight, 0, None),
                 ("num_boost_round", num_boost_round, 1, 1_000_000),
                 ("early_stopping_rounds", early_stopping_rounds, 1, 1_000_000),
                 ("rank_pairs", rank_pairs, 1, 1024), ("seed", seed, 0, None),
                 ("nthread", 1 if nthread is None else nthread, 1, 1024)):
-            integer = key not in ("gamma", "min_child_weight", "eta")
+            integer = key not in ("gamma", "min_child_weight", "eta", "fail_weight")
             if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)) \
                     or value < low or (high is not None and value > high):
                 raise TclError(f"xgb {key} must be {'an integer' if integer else 'a number'} in "
@@ -120,7 +133,8 @@ class XGBModel(CostModel):
             objective=objective, max_depth=max_depth, gamma=gamma,
             min_child_weight=min_child_weight, eta=eta, seed=seed, nthread=nthread,
             tree_method=tree_method, num_boost_round=num_boost_round,
-            early_stopping_rounds=early_stopping_rounds, rank_pairs=rank_pairs, verbose=verbose)
+            early_stopping_rounds=early_stopping_rounds, rank_pairs=rank_pairs,
+            fail_weight=fail_weight, verbose=verbose)
         self.booster = None
         self.best_iteration: int | None = None
 
@@ -152,12 +166,14 @@ class XGBModel(CostModel):
         train = train.subset(np.flatnonzero(has_stores))  # as MetaSchedule: no features, no row
         if len(train) == 0:
             raise TclError("no training program has per-store features; nothing to fit")
-        d_train = _PackSum(train, with_labels=True)
+        fail_weight = self.params["fail_weight"]
+        d_train = _PackSum(train, with_labels=True, fail_weight=fail_weight)
         d_eval = d_train
         if valid is not None and len(valid):
             valid = self._checked(valid, "validation", True)
             valid = valid.subset(np.flatnonzero(np.diff(valid.store_offsets) > 0))
-            d_eval = _PackSum(valid, with_labels=True) if len(valid) else d_train
+            d_eval = _PackSum(valid, with_labels=True, fail_weight=fail_weight) if len(valid) \
+                else d_train
         rank = self.params["objective"] == "rank"
         if rank:
             for k, d in enumerate({id(d_train): d_train, id(d_eval): d_eval}.values()):
