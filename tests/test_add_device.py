@@ -360,8 +360,14 @@ def test_serve_without_a_server_starts_one_that_schedules_and_hears_events(first
                              env=env, text=True, capture_output=True, timeout=120)
         assert add.returncode == 0, add.stderr
         assert "emitted 'board4' as tcl.device.added" in add.stdout
-        _wait(lambda: ModelRegistry(params.paths).latest("board4") is not None, 600,
-              "the add-device run triggered by the event", [serve])
+        try:
+            _wait(lambda: ModelRegistry(params.paths).latest("board4") is not None, 600,
+                  "the add-device run triggered by the event", [serve])
+        except AssertionError as e:   # say what the server saw (it once missed the event in CI)
+            runs = {s: [(r.get("state") or {}).get("message") for r in
+                        _flow_runs(url, "add-device", s)] for s in ("FAILED", "RUNNING")}
+            raise AssertionError(f"{e}; add-device runs by state: {runs}; serve log ends:\n"
+                                 f"{log.read_text()[-3000:]}") from None
     finally:
         if serve.poll() is None:
             os.killpg(serve.pid, signal.SIGTERM)
