@@ -207,21 +207,36 @@ def parity_store(tmp_path_factory):
     return paths, picked
 
 
+
+def _replayed(task: dict, target, traces) -> tuple:
+    """A TuneContext of a stored task and its stored traces replayed as the tuner's candidates."""
+    from tvm import s_tir
+
+    from tcl.zoo.extract import task_module
+    from tcl.tvm_compat import meta_schedule
+
+    ms = meta_schedule()
+    mod = task_module(task["workload_json"])
+    context = ms.TuneContext(mod=mod, target=target, task_name=task["task_name"])
+    candidates = []
+    for trace in traces:
+        sch = s_tir.Schedule(mod)
+        s_tir.schedule.Trace.apply_json_to_schedule(json.loads(trace), sch)
+        candidates.append(ms.MeasureCandidate(
+            sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+    return context, candidates
+
 def test_tuner_features_match_the_feature_cache(parity_store):
     """Stored programs replayed as the tuner sees them (a schedule of the task's module, a
     MeasureCandidate with the entry function's arguments, a TuneContext for the device's
     target) featurize through the adapter to exactly the feature cache's per-store rows and
     trace tokens: a model ranks tuning candidates on the features it was trained on."""
     import polars as pl
-    from tvm import s_tir
 
     from tcl.device import DeviceRegistry
     from tcl.features import featurize, load_features
     from tcl.models.adapter import featurize_candidates
-    from tcl.tvm_compat import meta_schedule
-    from tcl.zoo.extract import task_module
 
-    ms = meta_schedule()
     paths, picked = parity_store
     featurize(paths, [t["task_id"] for t in picked], progress=False)
     target = DeviceRegistry(paths).get(PARITY_DEVICE).tvm_target()
@@ -232,14 +247,7 @@ def test_tuner_features_match_the_feature_cache(parity_store):
             .join(cached.select("program_id"), on="program_id").sort("program_id")
         assert len(traces) == len(cached) == min(PARITY_PROGRAMS, t["programs"]) > 1, \
             t["task_name"]
-        mod = task_module(t["workload_json"])
-        context = ms.TuneContext(mod=mod, target=target, task_name=t["task_name"])
-        candidates = []
-        for trace in traces["trace_json"]:
-            sch = s_tir.Schedule(mod)
-            s_tir.schedule.Trace.apply_json_to_schedule(json.loads(trace), sch)
-            candidates.append(ms.MeasureCandidate(
-                sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+        context, candidates = _replayed(t, target, traces["trace_json"])
         got = featurize_candidates(context, candidates)
         for i, row in enumerate(cached.iter_rows(named=True)):
             what = f"{t['op_class']} task {t['task_name']}, program {row['program_id']}"
@@ -405,14 +413,12 @@ def test_residual_mode_learns_what_a_wrong_prior_ranks_badly(parity_store):
     import time
 
     import polars as pl
-    from tvm import s_tir
 
     from tcl.device import DeviceRegistry
     from tcl.metrics import labels, pairwise_accuracy
     from tcl.models.adapter import TclCostModel, concat_program_sets, featurize_candidates
     from tcl.models.residual import ResidualPrior
     from tcl.tvm_compat import meta_schedule
-    from tcl.zoo.extract import task_module
 
     ms = meta_schedule()
     paths, picked = parity_store
@@ -424,14 +430,7 @@ def test_residual_mode_learns_what_a_wrong_prior_ranks_badly(parity_store):
             .unique("program_id").sort("program_id")
         if len(rows) < 8:
             continue
-        mod = task_module(t["workload_json"])
-        context = ms.TuneContext(mod=mod, target=target, task_name=t["task_name"])
-        candidates = []
-        for trace in rows["trace_json"]:
-            sch = s_tir.Schedule(mod)
-            s_tir.schedule.Trace.apply_json_to_schedule(json.loads(trace), sch)
-            candidates.append(ms.MeasureCandidate(
-                sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+        context, candidates = _replayed(t, target, rows["trace_json"])
         latency = np.array([np.mean(x) for x in rows["latencies"].to_list()], np.float64)
         latency[int(np.argmin(latency))] = np.nan   # the best program's run failed
         tasks.append((context, candidates, latency))
