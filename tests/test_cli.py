@@ -108,9 +108,12 @@ def test_ctrl_c_exits_130_with_one_line(tmp_path, command):
             "--trials", "8", "--out", str(tmp_path / "run")] if command == "tune" else \
         ["zoo", "add", "other", "--model", f"{net}:build", "--input", "1x3x8x8"]
     tcl = Path(sys.executable).parent / "tcl"
+    # a terminal's foreground job: SIGINT at its default even where this runner inherited it
+    # ignored (a background job, nohup), which tcl rightly keeps ignoring
     proc = subprocess.Popen([tcl, "--data", str(data), *argv], cwd=tmp_path,
                             start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None and \
             not (tmp_path / "started").exists():
