@@ -103,9 +103,11 @@ def test_features_are_cached_per_program(collected):
     assert n == 7  # every program of the task: 6 sampled and the unbuildable one
     assert featurize(paths, progress=False) == 0
     feats = load_features(paths, [task["task_id"]])
-    row = feats.row(0, named=True)
-    assert len(row["per_store"]) == row["n_stores"] * 164 and row["n_stores"] >= 1
-    assert len(row["tokens"]) == row["n_tokens"] * TOKEN_WIDTH and row["n_tokens"] > 3
+    # rows come in no promised order, and the unbuildable program's trace may be one token long
+    for row in feats.iter_rows(named=True):
+        assert len(row["per_store"]) == row["n_stores"] * 164 and row["n_stores"] >= 1
+        assert len(row["tokens"]) == row["n_tokens"] * TOKEN_WIDTH and row["n_tokens"] >= 1
+    assert feats["n_tokens"].max() > 3   # a sampled schedule is a sequence of instructions
 
 
 def test_export_loads_in_metaschedule_and_import_is_idempotent(collected, tmp_path):
