@@ -299,6 +299,8 @@ def _progress_callback(total: int, weights: dict[int, float], show: bool):
     ms = meta_schedule()
     from tvm.ir.utils import derived_object
 
+    from .online import run_latency   # after meta_schedule(), which it needs loaded
+
     @derived_object
     class Progress(ms.measure_callback.PyMeasureCallback):
         def __init__(self):
@@ -312,9 +314,9 @@ def _progress_callback(total: int, weights: dict[int, float], show: bool):
         def apply(self, task_scheduler, task_id, measure_candidates, builder_results,
                   runner_results) -> None:
             for r in runner_results:
-                secs = [float(s) for s in (r.run_secs or [])]
-                if secs and r.error_msg is None and max(secs) < 1e9:
-                    self.best[task_id] = min(self.best.get(task_id, np.inf), float(np.mean(secs)))
+                latency = run_latency(r)
+                if latency == latency:   # not NaN: the run succeeded
+                    self.best[task_id] = min(self.best.get(task_id, np.inf), latency)
             self.trials[task_id] = self.trials.get(task_id, 0) + len(measure_candidates)
             n = sum(self.trials.values())
             # defined once every task has had its first round; a task none of whose candidates

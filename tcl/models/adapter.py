@@ -261,16 +261,13 @@ class TclCostModel(ms.cost_model.PyCostModel):
         if self.update_mode == "none" or len(candidates) == 0:
             return
         programs = self._featurize(context, candidates)
+        # a failed run is NaN, label 0, as tcl.online counts it
+        latency = np.array([run_latency(r) for r in results])
         if self.residual is not None:
-            # a failed run is NaN, label 0, as tcl.online and the refit path count it
-            latency = np.array([run_latency(r) for r in results])
             self.residual.observe(task_key(context), programs, self.model.predict(programs),
                                   latency)
             return
-        run_secs = np.array([np.mean([float(s) for s in r.run_secs]) if r.run_secs else np.nan
-                             for r in results])
-        key = task_key(context)
-        self._measured.setdefault(key, []).append((programs, run_secs))
+        self._measured.setdefault(task_key(context), []).append((programs, latency))
         self._n_measured += len(candidates)
         grown = self._n_measured - self._n_at_last_fit
         if grown < max(_REFIT_GROWTH * self._n_at_last_fit, self.refit_min):
