@@ -12,6 +12,8 @@ The registry is history, so a damaged file is reported, never silently rebuilt.
 from __future__ import annotations
 
 import json
+import random
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +22,8 @@ from typing import Any
 import polars as pl
 
 from .config import Paths, TclError
+
+LOCK_WAIT_S = 120.0   # the longest another process's hold on the registry file is waited out
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS models (
@@ -83,15 +87,27 @@ class ModelRegistry:
         if not write and not self.file.exists():
             return None
         self.file.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            con = duckdb.connect(str(self.file), read_only=not write)
-            if write:
-                con.execute(SCHEMA)
-            return con
-        except duckdb.Error as e:
-            raise TclError(f"model registry {self.file} cannot be opened "
-                           f"({str(e).splitlines()[0]}); it is the models' history, so it is "
-                           "not rebuilt: restore it from a backup or move it away") from None
+        # DuckDB locks the file per process: a writer excludes readers and a reader excludes
+        # writers, for the few milliseconds each holds it. Another tcl process's hold is waited
+        # out (bounded), never reported as a damaged registry.
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                con = duckdb.connect(str(self.file), read_only=not write)
+                if write:
+                    con.execute(SCHEMA)
+                return con
+            except duckdb.Error as e:
+                if _held_elsewhere(e) and time.monotonic() < deadline:
+                    time.sleep(0.05 + random.random() * 0.1)
+                    continue
+                if _held_elsewhere(e):
+                    raise TclError(f"model registry {self.file} is busy: another process has "
+                                   f"held it for over {LOCK_WAIT_S:.0f}s "
+                                   f"({str(e).splitlines()[0]}); try again later") from None
+                raise TclError(f"model registry {self.file} cannot be opened "
+                               f"({str(e).splitlines()[0]}); it is the models' history, so it is "
+                               "not rebuilt: restore it from a backup or move it away") from None
 
     def _lock(self):
         from .store.locks import locked
@@ -185,6 +201,12 @@ class ModelRegistry:
                             [json.dumps(metrics), model_id])
             finally:
                 con.close()
+
+
+def _held_elsewhere(error: Exception) -> bool:
+    """Whether DuckDB refused the file because another process holds its lock."""
+    text = str(error).lower()
+    return "lock" in text and ("conflicting" in text or "could not set lock" in text)
 
 
 def _entry(row: dict) -> Entry:

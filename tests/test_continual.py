@@ -165,6 +165,29 @@ def test_registry_registers_by_content_and_reports_damage(paths):
         reg.entries()
 
 
+def test_registry_waits_out_another_process_holding_its_file(paths):
+    """DuckDB locks a database file per process: a reader or writer in another tcl process (two
+    add-device runs at once) is waited for, never reported as a damaged registry."""
+    import subprocess
+    import sys
+
+    from tcl.registry import ModelRegistry
+
+    reg = ModelRegistry(paths)
+    reg.register(_first(), device="a", parent=None, method="scratch", snapshot="k1",
+                 n_records=10, newest_measured_at=None)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time, duckdb; c = duckdb.connect(sys.argv[1]); "
+         "print('held', flush=True); time.sleep(2); c.close()", str(reg.file)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert [e.snapshot for e in reg.entries()] == ["k1"]   # waited, then read
+    finally:
+        holder.wait(timeout=60)
+    assert holder.returncode == 0
+
+
 # -- the pipeline call on real measurements --------------------------------------------------------
 @pytest.fixture(scope="module")
 def two_devices(tmp_path_factory):
