@@ -394,7 +394,6 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     import multiprocessing
 
     import torch
-    import tvm
 
     if population < 2 or generations < 0:
         raise TclError(f"population {population} / generations {generations}: expected a "
