@@ -9,6 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
+from .budget import budget_from_text
 from .cli_pipeline import register as register_pipeline_commands
 from .config import Paths, TclError
 
@@ -326,20 +327,11 @@ def _active_collect(args, paths: Paths, device, tasks) -> int:
 
 
 def budget_arg(text: str) -> int | float:
-    """``--budget``: a count (an integer >= 1) or a share of the pool (a number in (0, 1])."""
+    """``--budget``: a count or a share of the pool (``tcl.budget``'s rule)."""
     try:
-        value: int | float = int(text)
-    except ValueError:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a count or a share, got {text!r}") \
-                from None
-    if isinstance(value, int) and value < 1 or isinstance(value, float) and \
-            not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be a count >= 1 or a share in (0, 1], "
-                                         f"got {text}")
-    return value
+        return budget_from_text(text)
+    except TclError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def cmd_featurize(args) -> int:

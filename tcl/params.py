@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from .budget import check_budget
 from .config import Paths, TclError, read_text
 
 DEFAULT_FILE = "params.yaml"
@@ -188,13 +189,11 @@ class _Reader:
         return float(raw)
 
     def budget(self, raw: Any, key: str) -> int | float:
-        """A count (integer >= 1) or a share of a pool (a number in (0, 1])."""
-        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or \
-                (isinstance(raw, int) and raw < 1) or \
-                (isinstance(raw, float) and not 0 < raw <= 1):
-            raise self.fail(key, f"expected a count (integer >= 1) or a share of the pool "
-                                 f"(number in (0, 1]), got {_show(raw)}")
-        return raw
+        """A count (integer >= 1) or a share of a pool (a number in (0, 1]): tcl.budget's rule."""
+        try:
+            return check_budget(raw)
+        except TclError as e:
+            raise self.fail(key, str(e)) from None
 
     def boolean(self, raw: Any, key: str) -> bool:
         if not isinstance(raw, bool):
