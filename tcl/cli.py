@@ -159,7 +159,7 @@ def _tracker_check(args):
 
 def _trigger_add_device(args) -> int:
     """Emit ``tcl.device.added``; with no Prefect server to react to it, run the flow here."""
-    import flows._common  # noqa: F401  (Prefect's defaults, e.g. the ephemeral start-up timeout)
+    from . import prefect_setup  # noqa: F401  (Prefect's defaults, before Prefect loads)
 
     from .events import emit_device_added, server_configured
     from .params import load_params
@@ -173,8 +173,8 @@ def _trigger_add_device(args) -> int:
         print(f"emitted {args.name!r} as tcl.device.added: the add-device deployment that "
               "`tcl serve` serves runs it (watch it in the Prefect UI)")
         return 0
-    from flows._common import run_flow
-    from flows.add_device import add_device
+    from .deployments import add_device
+    from .prefect_setup import run_flow
 
     emit_device_added(args.name, args.params)   # recorded by the ephemeral API, if any
     run_flow(add_device, device=args.name, params_file=args.params)
@@ -206,9 +206,8 @@ def cmd_status(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from flows.serve import serve
-
     from .cli_pipeline import _no_data
+    from .deployments import serve
 
     _no_data(args)
     serve(args.params)

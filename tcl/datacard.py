@@ -123,7 +123,7 @@ def remeasure_sample(paths: Paths, device_name: str, fraction: float = 0.01,
     if sample.is_empty():
         return sample.select("program_id", "task_id", "latency").with_columns(
             latency2=pl.lit(None, pl.Float64))
-    again = Paths(paths.root / "remeasure" / device_name)
+    again = paths.remeasure_root(device_name)
     shutil.rmtree(again.root, ignore_errors=True)  # a fresh second run, not an earlier one
     for t, group in sample.group_by("task_id"):
         rows = group.select("program_id", "task_id", "trace_json").with_columns(

@@ -22,5 +22,6 @@ SAMPLERS = ClassRegistry("sampler", {   # name -> (module, class); each class's 
 
 
 def make_sampler(name: str, **kwargs: Any) -> Sampler:
-    """A sampler of ``name`` (one of SAMPLERS), e.g. ``make_sampler("rdu", u=0, per_task=False)``."""
+    """A sampler of ``name`` (one of SAMPLERS), e.g.
+    ``make_sampler("rdu", u=0, per_task=False)``."""
     return SAMPLERS.make(name, **kwargs)

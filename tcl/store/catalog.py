@@ -322,7 +322,7 @@ def check_read_only(sql: str) -> str:
 def _refresh_catalog_file(paths: Paths, fingerprint: str) -> None:
     """Rewrite the catalog file for other DuckDB clients when the views' inputs changed, or the
     file was changed by something else (its size or mtime differ from what was written)."""
-    seen = paths.root / ".cache" / "catalog.json"
+    seen = paths.cache_dir / "catalog.json"
     stamp = _stamp(paths.catalog_file)[1:]
     try:
         if json.loads(seen.read_text()) == {"fingerprint": fingerprint, "stamp": stamp} \
