@@ -311,7 +311,8 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     top_k = tuple(r.integer(k, f"evaluate.top_k[{i}]", 1, maximum=1000)
                   for i, k in enumerate(e["top_k"]))
 
-    continual = _continual_params(r, top["continual"], known_devices, train)
+    continual = _continual_params(r, top["continual"], known_devices,
+                                  devices + select.devices, train)
     a = r.section(top["add_device"], "add_device", ("eval_programs_per_task", "refresh_cron"))
     cron = a["refresh_cron"]
     if not isinstance(cron, str) or len(cron.split()) != 5:
@@ -371,13 +372,13 @@ def _select_params(r: _Reader, raw: Any, devices: tuple[str, ...], known: set[st
                         r.integer(s["seed"], "select.seed", 0, maximum=2**31 - 1))
 
 
-def _continual_params(r: _Reader, raw: Any, known: set[str],
+def _continual_params(r: _Reader, raw: Any, known: set[str], measured: tuple[str, ...],
                       train: TrainParams) -> ContinualParams:
     from .continual import BACKBONES, DISTILLERS
 
     c = r.section(raw, "continual", ("first", "then", "backbone", "method", "subset",
                                      "subset_from", "kd_new", "kd_old", "ewc", "seed"))
-    sequence = _sequence(r, c["first"], c["then"], known)
+    sequence = _sequence(r, c["first"], c["then"], known, measured)
     if not isinstance(c["backbone"], str) or c["backbone"] not in BACKBONES:
         raise r.fail("continual.backbone", f"expected one of {', '.join(BACKBONES)}, "
                                            f"got {_show(c['backbone'])}")
@@ -395,14 +396,24 @@ def _continual_params(r: _Reader, raw: Any, known: set[str],
         r.integer(c["seed"], "continual.seed", 0, maximum=2**31 - 1))
 
 
-def _sequence(r: _Reader, first: Any, then: Any, known: set[str]) -> tuple[str, ...]:
+def _sequence(r: _Reader, first: Any, then: Any, known: set[str],
+              measured: tuple[str, ...]) -> tuple[str, ...]:
     """``first`` then the devices of ``then`` (device: teacher), each teacher the device just
     before it: the latest model serves every device before it, so skipping one would drop its
     head. The teacher is spelled out because each device is a DVC stage that depends on its
-    teacher's stage."""
+    teacher's stage. Every device of the sequence is one the pipeline measures (``measured``:
+    devices and select.devices), so its distill stage has records to depend on."""
     if not isinstance(first, str) or first not in known:
         raise r.fail("continual.first", f"expected a device name (known: "
                                         f"{', '.join(sorted(known))}), got {_show(first)}")
+
+    def check_measured(key: str, device: str) -> None:
+        if device not in measured:
+            raise r.fail(key, f"device {device!r} is not one the pipeline measures (devices or "
+                              f"select.devices: {', '.join(measured)}); add it there or leave "
+                              "it out of the sequence")
+
+    check_measured("continual.first", first)
     if not isinstance(then, dict):
         raise r.fail("continual.then", f"expected a mapping of each later device to its teacher "
                                        f"(device: teacher; {{}} for none), got {_show(then)}")
@@ -411,6 +422,7 @@ def _sequence(r: _Reader, first: Any, then: Any, known: set[str]) -> tuple[str, 
         key = f"continual.then.{device}"
         if device not in known:
             raise r.fail(key, f"unknown device {device!r} (known: {', '.join(sorted(known))})")
+        check_measured(key, device)
         if device in order:
             raise r.fail(key, f"device {device!r} is already in the sequence")
         if teacher == device:
