@@ -31,6 +31,7 @@ from prefect import serve as prefect_serve
 from prefect.artifacts import create_markdown_artifact
 from prefect.events import DeploymentEventTrigger
 from prefect.settings import PREFECT_API_URL, temporary_settings
+from prefect.types.entrypoint import EntrypointType
 
 from .add_device import add_device_run, check_device
 from .config import TclError
@@ -110,9 +111,14 @@ def deployments(params_file: str) -> list:
     params = bind_params(params_file)
     bound = {"params_file": str(params.source.resolve())}
     trigger = DeploymentEventTrigger(expect={DEVICE_ADDED}, parameters=dict(TRIGGER_PARAMETERS))
-    return [add_device.to_deployment(name="add-device", triggers=[trigger], parameters=bound),
+    # By module path: a run imports tcl.deployments as such. By file path Prefect would load
+    # this file as a package of its own ("deployments"), so every tcl module it imports
+    # relatively would load a second time beside tcl's (two Pool classes, two registries...).
+    module = EntrypointType.MODULE_PATH
+    return [add_device.to_deployment(name="add-device", triggers=[trigger], parameters=bound,
+                                     entrypoint_type=module),
             refresh.to_deployment(name="refresh", cron=params.add_device.refresh_cron,
-                                  parameters=bound)]
+                                  parameters=bound, entrypoint_type=module)]
 
 
 def serve(params_file: str = "params.yaml") -> None:

@@ -228,7 +228,7 @@ class Catalog:
         where, bound = ["device = $device"], {"device": device}
         if task_ids is not None:
             where.append("task_id IN (SELECT unnest($task_ids::VARCHAR[]))")
-            bound["task_ids"] = list(task_ids)
+            bound["task_ids"] = [str(t) for t in task_ids]
         if status is not None:
             where.append("status = $status")
             bound["status"] = status
