@@ -5,6 +5,8 @@ served run. Import this module before ``prefect``.
 ``PREFECT_HOME``, unless set, is ``.prefect/`` under the default data root (``$TCL_DATA``, else
 ``data/`` of the working directory): Prefect's local state (the ephemeral API's database, logs,
 ``tcl serve``'s note) lives beside the data it ran on, never inside the installed package.
+Where that cannot be written (a data root that is a file, a read-only directory), Prefect's own
+default (``~/.prefect``) stays.
 """
 from __future__ import annotations
 
@@ -26,10 +28,13 @@ def prefect_defaults() -> None:
     os.environ.setdefault("PREFECT_CLIENT_MAX_RETRIES", "2")
     if "PREFECT_HOME" not in os.environ:
         home = Paths.default().prefect_home
-        home.mkdir(parents=True, exist_ok=True)
-        ignore = home / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("# Prefect's local state (ephemeral API database, logs)\n*\n")
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+            ignore = home / ".gitignore"
+            if not ignore.exists():
+                ignore.write_text("# Prefect's local state (ephemeral API database, logs)\n*\n")
+        except OSError:   # no writable data root here: Prefect's own default (~/.prefect)
+            return
         os.environ["PREFECT_HOME"] = str(home)
 
 
