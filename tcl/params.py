@@ -406,14 +406,6 @@ def _sequence(r: _Reader, first: Any, then: Any, known: set[str],
     if not isinstance(first, str) or first not in known:
         raise r.fail("continual.first", f"expected a device name (known: "
                                         f"{', '.join(sorted(known))}), got {_show(first)}")
-
-    def check_measured(key: str, device: str) -> None:
-        if device not in measured:
-            raise r.fail(key, f"device {device!r} is not one the pipeline measures (devices or "
-                              f"select.devices: {', '.join(measured)}); add it there or leave "
-                              "it out of the sequence")
-
-    check_measured("continual.first", first)
     if not isinstance(then, dict):
         raise r.fail("continual.then", f"expected a mapping of each later device to its teacher "
                                        f"(device: teacher; {{}} for none), got {_show(then)}")
@@ -422,7 +414,6 @@ def _sequence(r: _Reader, first: Any, then: Any, known: set[str],
         key = f"continual.then.{device}"
         if device not in known:
             raise r.fail(key, f"unknown device {device!r} (known: {', '.join(sorted(known))})")
-        check_measured(key, device)
         if device in order:
             raise r.fail(key, f"device {device!r} is already in the sequence")
         if teacher == device:
@@ -435,6 +426,12 @@ def _sequence(r: _Reader, first: Any, then: Any, known: set[str],
                               f"{device!r}'s teacher, got {_show(teacher)} (the latest model "
                               "is the one that serves every earlier device)")
         order.append(device)
+    for i, device in enumerate(order):
+        if device not in measured:
+            raise r.fail("continual.first" if i == 0 else f"continual.then.{device}",
+                         f"device {device!r} is not one the pipeline measures (devices or "
+                         f"select.devices: {', '.join(measured)}); add it there or leave it "
+                         "out of the sequence")
     return tuple(order)
 
 
