@@ -168,3 +168,27 @@ def test_data_card_compares_retired_records_with_their_remeasurement(paths):
     assert out["programs"] == 8 and out["tasks"] == 1
     assert out["median_first_over_second"] == pytest.approx(2.0)
     assert 0.9 < out["median_spearman"] < 1.0
+
+
+def test_json_registry_reads_one_error_and_writes_atomically(paths):
+    """tcl.store.jsonfile: the device registry, user networks and failed-device state."""
+    from tcl.status import clear_failed, failures, mark_failed
+    from tcl.store.jsonfile import JsonRegistry
+
+    reg = JsonRegistry(paths.root / "things.json", "thing registry")
+    assert reg.read() == {}
+    reg.write({"a": {"n": 1}})
+    assert reg.read() == {"a": {"n": 1}}
+    assert [f.name for f in paths.root.iterdir()] == ["things.json"]   # no temporary left
+    with pytest.raises(TclError, match=r"thing registry .*things.json is not valid \(KeyError"):
+        reg.read(lambda raw: raw["b"])
+    (paths.root / "things.json").write_text("[1, 2]")
+    with pytest.raises(TclError, match="is not valid .*expected a JSON object, got list"):
+        reg.read()
+    mark_failed(paths, "cpu-avx2", "nothing measured")
+    assert failures(paths)["cpu-avx2"]["reason"] == "nothing measured"
+    clear_failed(paths, "cpu-avx2")
+    assert failures(paths) == {} and paths.failures_file.exists()
+    paths.failures_file.write_text("{torn")
+    with pytest.raises(TclError, match="failed-device state .*device-failures.json is not valid"):
+        failures(paths)
