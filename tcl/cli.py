@@ -9,6 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
+from .budget import budget_from_text
 from .cli_pipeline import register as register_pipeline_commands
 from .config import Paths, TclError
 
@@ -158,7 +159,7 @@ def _tracker_check(args):
 
 def _trigger_add_device(args) -> int:
     """Emit ``tcl.device.added``; with no Prefect server to react to it, run the flow here."""
-    import flows._common  # noqa: F401  (Prefect's defaults, e.g. the ephemeral start-up timeout)
+    from . import prefect_setup  # noqa: F401  (Prefect's defaults, before Prefect loads)
 
     from .events import emit_device_added, server_configured
     from .params import load_params
@@ -172,8 +173,8 @@ def _trigger_add_device(args) -> int:
         print(f"emitted {args.name!r} as tcl.device.added: the add-device deployment that "
               "`tcl serve` serves runs it (watch it in the Prefect UI)")
         return 0
-    from flows._common import run_flow
-    from flows.add_device import add_device
+    from .deployments import add_device
+    from .prefect_setup import run_flow
 
     emit_device_added(args.name, args.params)   # recorded by the ephemeral API, if any
     run_flow(add_device, device=args.name, params_file=args.params)
@@ -205,9 +206,8 @@ def cmd_status(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from flows.serve import serve
-
     from .cli_pipeline import _no_data
+    from .deployments import serve
 
     _no_data(args)
     serve(args.params)
@@ -326,20 +326,11 @@ def _active_collect(args, paths: Paths, device, tasks) -> int:
 
 
 def budget_arg(text: str) -> int | float:
-    """``--budget``: a count (an integer >= 1) or a share of the pool (a number in (0, 1])."""
+    """``--budget``: a count or a share of the pool (``tcl.budget``'s rule)."""
     try:
-        value: int | float = int(text)
-    except ValueError:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a count or a share, got {text!r}") \
-                from None
-    if isinstance(value, int) and value < 1 or isinstance(value, float) and \
-            not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be a count >= 1 or a share in (0, 1], "
-                                         f"got {text}")
-    return value
+        return budget_from_text(text)
+    except TclError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def cmd_featurize(args) -> int:

@@ -82,3 +82,38 @@ class Paths:
     @property
     def catalog_file(self) -> Path:
         return self.root / "tcl.duckdb"
+
+    @property
+    def failures_file(self) -> Path:
+        """Devices whose add-device run failed (``tcl.status``)."""
+        return self.root / "device-failures.json"
+
+    @property
+    def selections_dir(self) -> Path:
+        """Which sampler and round chose each measured program (``tcl.store.selections``)."""
+        return self.root / "selections"
+
+    @property
+    def tuning_dir(self) -> Path:
+        """``tcl tune`` runs, one directory each."""
+        return self.root / "tuning"
+
+    def remeasure_root(self, device: str) -> "Paths":
+        """The data card's second measurement of ``device``: a data root of its own, apart from
+        the store."""
+        return Paths(self.root / "remeasure" / device)
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.root / ".locks"
+
+    @property
+    def cache_dir(self) -> Path:
+        """What can be rebuilt from the store (record file stamps, the catalog file's note)."""
+        return self.root / ".cache"
+
+    @property
+    def prefect_home(self) -> Path:
+        """Prefect's local state (ephemeral API database, logs) when PREFECT_HOME is not set:
+        beside the data it ran on, never inside the installed package."""
+        return self.root / ".prefect"

@@ -104,11 +104,10 @@ def remeasure_sample(paths: Paths, device_name: str, fraction: float = 0.01,
 
     cat = Catalog(paths, in_memory=True)
     try:
-        ok = cat.sql(f"""SELECT r.program_id, r.task_id, r.trace_json, r.latency, t.task_name,
-                                t.op_class, t.workload_json
-                         FROM records r JOIN (SELECT DISTINCT ON (task_id) * FROM tasks) t
-                           USING (task_id)
-                         WHERE r.device = '{device_name}' AND r.latency IS NOT NULL""")
+        ok = cat.records(device_name, ("program_id", "task_id", "trace_json", "latency")) \
+            .filter(pl.col("latency").is_not_null()).join(cat.sql(
+                "SELECT DISTINCT ON (task_id) task_id, task_name, op_class, workload_json "
+                "FROM tasks"), on="task_id")
     finally:
         cat.close()
     sizes = dict(ok.group_by("task_id").len().iter_rows())
@@ -124,7 +123,7 @@ def remeasure_sample(paths: Paths, device_name: str, fraction: float = 0.01,
     if sample.is_empty():
         return sample.select("program_id", "task_id", "latency").with_columns(
             latency2=pl.lit(None, pl.Float64))
-    again = Paths(paths.root / "remeasure" / device_name)
+    again = paths.remeasure_root(device_name)
     shutil.rmtree(again.root, ignore_errors=True)  # a fresh second run, not an earlier one
     for t, group in sample.group_by("task_id"):
         rows = group.select("program_id", "task_id", "trace_json").with_columns(

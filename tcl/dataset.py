@@ -9,21 +9,13 @@ import polars as pl
 from .config import Paths, TclError
 from .features import TOKEN_WIDTH, load_features
 from .models.base import PER_STORE_WIDTH, ProgramSet
-from .store.catalog import Catalog
+from .store.catalog import records
 
 
 def measured(paths: Paths, device: str, task_ids: Iterable[str] | None = None) -> pl.DataFrame:
     """program_id, task_id, latency (NaN for error rows) of a device's records."""
-    cat = Catalog(paths, in_memory=True)
-    try:
-        frame = cat.sql(f"SELECT program_id, task_id, coalesce(latency, 'NaN'::DOUBLE) AS latency "
-                        f"FROM records WHERE device = '{device.replace(chr(39), '')}' "
-                        "ORDER BY task_id, program_id")
-    finally:
-        cat.close()
-    if task_ids is not None:
-        frame = frame.filter(pl.col("task_id").is_in(list(task_ids)))
-    return frame
+    frame = records(paths, device, ("program_id", "task_id", "latency"), task_ids)
+    return frame.with_columns(pl.col("latency").fill_null(float("nan")))
 
 
 def to_program_set(frame: pl.DataFrame, with_labels: bool = True) -> ProgramSet:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .config import Paths, TclError
+from .store.jsonfile import JsonRegistry
 
 
 @dataclass(frozen=True)
@@ -215,15 +216,12 @@ class DeviceRegistry:
     def __init__(self, paths: Paths | None = None):
         self.paths = paths or Paths.default()
 
+    def _file(self) -> JsonRegistry:
+        return JsonRegistry(self.paths.devices_file, "device registry")
+
     def _user_devices(self) -> dict[str, Device]:
-        f = self.paths.devices_file
-        if not f.exists():
-            return {}
-        try:
-            raw = json.loads(f.read_text())
-            return {name: Device.from_json(d) for name, d in raw.items()}
-        except (ValueError, TypeError, AttributeError, TclError) as e:
-            raise TclError(f"device registry {f} is not valid: {e}") from None
+        return self._file().read(lambda raw: {name: Device.from_json(d)
+                                              for name, d in raw.items()})
 
     def all(self) -> dict[str, Device]:
         return {**BUILTIN_DEVICES, **self._user_devices()}
@@ -284,11 +282,7 @@ class DeviceRegistry:
                                f"{json.dumps(old.definition())}; it cannot be replaced "
                                "(register the new definition under another name)")
             users[name] = device
-            f = self.paths.devices_file
-            f.parent.mkdir(parents=True, exist_ok=True)
-            tmp = f.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps({k: v.to_json() for k, v in users.items()}, indent=2))
-            tmp.replace(f)
+            self._file().write({k: v.to_json() for k, v in users.items()})
         return device
 
     def is_registered(self, name: str, target: dict[str, Any] | str, rpc_key: str | None = None,

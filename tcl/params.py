@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from .budget import check_budget
 from .config import Paths, TclError, read_text
 
 DEFAULT_FILE = "params.yaml"
@@ -188,13 +189,11 @@ class _Reader:
         return float(raw)
 
     def budget(self, raw: Any, key: str) -> int | float:
-        """A count (integer >= 1) or a share of a pool (a number in (0, 1])."""
-        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or \
-                (isinstance(raw, int) and raw < 1) or \
-                (isinstance(raw, float) and not 0 < raw <= 1):
-            raise self.fail(key, f"expected a count (integer >= 1) or a share of the pool "
-                                 f"(number in (0, 1]), got {_show(raw)}")
-        return raw
+        """A count (integer >= 1) or a share of a pool (a number in (0, 1]): tcl.budget's rule."""
+        try:
+            return check_budget(raw)
+        except TclError as e:
+            raise self.fail(key, str(e)) from None
 
     def boolean(self, raw: Any, key: str) -> bool:
         if not isinstance(raw, bool):
@@ -312,7 +311,8 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     top_k = tuple(r.integer(k, f"evaluate.top_k[{i}]", 1, maximum=1000)
                   for i, k in enumerate(e["top_k"]))
 
-    continual = _continual_params(r, top["continual"], known_devices, train)
+    continual = _continual_params(r, top["continual"], known_devices,
+                                  devices + select.devices, train)
     a = r.section(top["add_device"], "add_device", ("eval_programs_per_task", "refresh_cron"))
     cron = a["refresh_cron"]
     if not isinstance(cron, str) or len(cron.split()) != 5:
@@ -372,13 +372,13 @@ def _select_params(r: _Reader, raw: Any, devices: tuple[str, ...], known: set[st
                         r.integer(s["seed"], "select.seed", 0, maximum=2**31 - 1))
 
 
-def _continual_params(r: _Reader, raw: Any, known: set[str],
+def _continual_params(r: _Reader, raw: Any, known: set[str], measured: tuple[str, ...],
                       train: TrainParams) -> ContinualParams:
     from .continual import BACKBONES, DISTILLERS
 
     c = r.section(raw, "continual", ("first", "then", "backbone", "method", "subset",
                                      "subset_from", "kd_new", "kd_old", "ewc", "seed"))
-    sequence = _sequence(r, c["first"], c["then"], known)
+    sequence = _sequence(r, c["first"], c["then"], known, measured)
     if not isinstance(c["backbone"], str) or c["backbone"] not in BACKBONES:
         raise r.fail("continual.backbone", f"expected one of {', '.join(BACKBONES)}, "
                                            f"got {_show(c['backbone'])}")
@@ -396,11 +396,13 @@ def _continual_params(r: _Reader, raw: Any, known: set[str],
         r.integer(c["seed"], "continual.seed", 0, maximum=2**31 - 1))
 
 
-def _sequence(r: _Reader, first: Any, then: Any, known: set[str]) -> tuple[str, ...]:
+def _sequence(r: _Reader, first: Any, then: Any, known: set[str],
+              measured: tuple[str, ...]) -> tuple[str, ...]:
     """``first`` then the devices of ``then`` (device: teacher), each teacher the device just
     before it: the latest model serves every device before it, so skipping one would drop its
     head. The teacher is spelled out because each device is a DVC stage that depends on its
-    teacher's stage."""
+    teacher's stage. Every device of the sequence is one the pipeline measures (``measured``:
+    devices and select.devices), so its distill stage has records to depend on."""
     if not isinstance(first, str) or first not in known:
         raise r.fail("continual.first", f"expected a device name (known: "
                                         f"{', '.join(sorted(known))}), got {_show(first)}")
@@ -424,6 +426,12 @@ def _sequence(r: _Reader, first: Any, then: Any, known: set[str]) -> tuple[str, 
                               f"{device!r}'s teacher, got {_show(teacher)} (the latest model "
                               "is the one that serves every earlier device)")
         order.append(device)
+    for i, device in enumerate(order):
+        if device not in measured:
+            raise r.fail("continual.first" if i == 0 else f"continual.then.{device}",
+                         f"device {device!r} is not one the pipeline measures (devices or "
+                         f"select.devices: {', '.join(measured)}); add it there or leave it "
+                         "out of the sequence")
     return tuple(order)
 
 

@@ -25,12 +25,9 @@ def _records(paths: Paths, device: str, source: str | None,
 
     cat = Catalog(paths, in_memory=True)
     try:
-        cat.con.register("dev", pl.DataFrame({"device": [device]}))
         # Which programs and tasks count; their latencies come with the features
         # (dataset.load_program_set), as for training.
-        frame = cat.sql("""SELECT r.task_id, r.program_id, r.source FROM records r
-                           WHERE r.device = (SELECT device FROM dev)
-                           ORDER BY r.task_id, r.program_id""")
+        frame = cat.records(device, ("task_id", "program_id", "source"))
         tasks = cat.sql("SELECT DISTINCT ON (task_id) task_id, task_name, op_class FROM tasks")
     finally:
         cat.close()

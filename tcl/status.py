@@ -17,48 +17,39 @@ user networks) or not in the zoo at all (by record source: imported logs, tuning
 """
 from __future__ import annotations
 
-import json
 
 import polars as pl
 
-from .config import Paths, TclError
+from .config import Paths
 from .params import Params
 from .registry import ModelRegistry
+from .store.jsonfile import JsonRegistry
+from .store.locks import locked
+from .store.records import now_utc
 
 TRAIN = "train"   # task_uses' use of the tasks the models train on
 
 
-def failures_file(paths: Paths):
-    return paths.root / "device-failures.json"
+def _failures(paths: Paths) -> JsonRegistry:
+    return JsonRegistry(paths.failures_file, "failed-device state")
 
 
 def failures(paths: Paths) -> dict[str, dict]:
-    f = failures_file(paths)
-    if not f.exists():
-        return {}
-    try:
-        return json.loads(f.read_text())
-    except ValueError as e:
-        raise TclError(f"{f} is not valid JSON ({e}); move it away") from None
+    return _failures(paths).read()
 
 
 def mark_failed(paths: Paths, device: str, reason: str) -> None:
-    from .store.locks import locked
-    from .store.records import now_utc
-
     with locked(paths, "devices", what="the device registry"):
         data = failures(paths)
         data[device] = {"reason": reason, "at": now_utc().isoformat()}
-        failures_file(paths).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        _failures(paths).write(data)
 
 
 def clear_failed(paths: Paths, device: str) -> None:
-    from .store.locks import locked
-
     with locked(paths, "devices", what="the device registry"):
         data = failures(paths)
         if data.pop(device, None) is not None:
-            failures_file(paths).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+            _failures(paths).write(data)
 
 
 def task_uses(paths: Paths, params: Params | None = None) -> pl.DataFrame:

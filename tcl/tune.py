@@ -220,7 +220,7 @@ def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "late
                   else "assumed: too few records on this device to measure")
     # Earlier runs on this device: their search overhead per scored candidate
     per_scored = []
-    for f in sorted((paths.root / "tuning").glob("*/summary.json")):
+    for f in sorted(paths.tuning_dir.glob("*/summary.json")):
         try:
             got = json.loads(f.read_text())
             split, scored = got["time_split"], got["scoring"]["scored"]
@@ -417,7 +417,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
                        "on this host, so it tunes local devices only")
     inst = resolve_instance(paths, network)
     cm, what = cost_model_for(paths, device_name, model, update, any_device)
-    out = Path(out) if out else paths.root / "tuning" / \
+    out = Path(out) if out else paths.tuning_dir / \
         f"{inst.key}-{device_name}-{Path(model).stem}-{update}-s{seed}"
     _set_aside_interrupted(paths, out, device)
     out.mkdir(parents=True, exist_ok=True)

@@ -21,10 +21,32 @@ def programs() -> ProgramSet:
 def test_registry_kinds_and_unknown_kind():
     assert set(MODEL_KINDS) == {"mamba", "tenset-mlp", "tlp", "xgb", "continual"}
     assert MODEL_KINDS["xgb"] is XGBModel
-    with pytest.raises(TclError, match="known kinds: mamba, tenset-mlp, tlp, xgb, continual"):
+    with pytest.raises(TclError, match="unknown model kind 'svm'; known: mamba, tenset-mlp, "
+                                       "tlp, xgb, continual"):
         make_model("svm")
-    with pytest.raises(TclError, match="rejected parameters"):
+    with pytest.raises(TclError, match="model kind 'xgb' rejected parameters"):
         make_model("xgb", depth=3)
+
+
+def test_one_name_to_class_helper_for_models_samplers_and_distillers():
+    """tcl.classes.ClassRegistry behind all three: lazy, the same errors, names as the classes
+    call themselves."""
+    from tcl.classes import ClassRegistry
+    from tcl.continual import DISTILLERS, make_distiller
+    from tcl.samplers import SAMPLERS, make_sampler
+
+    for registry in (MODEL_KINDS, SAMPLERS, DISTILLERS):
+        assert isinstance(registry, ClassRegistry)
+    assert all(SAMPLERS[n].name == n for n in SAMPLERS)
+    assert all(MODEL_KINDS[k].kind == k for k in MODEL_KINDS)
+    with pytest.raises(TclError, match="unknown sampler 'x'; known: random, kcenter"):
+        make_sampler("x")
+    with pytest.raises(TclError, match="unknown distillation method 'x'; known: scratch"):
+        make_distiller("x")
+    broken = ClassRegistry("thing", {"gone": ("tcl.no_such_module", "Gone")})
+    assert "gone" in broken and "other" not in broken   # no import to answer that
+    with pytest.raises(TclError, match="thing 'gone' needs tcl.no_such_module.Gone"):
+        broken.get_class("gone")
 
 
 @pytest.mark.parametrize("objective", ["reg", "rank"])

@@ -156,3 +156,32 @@ def test_models_list_honours_data(tmp_path, capsys):
     code, out, err = run(capsys, "--data", str(tmp_path / "data"), "models", "list",
                          "--params", str(tmp_path / "no-such.yaml"))
     assert code == 0 and out.startswith("no registered model"), err
+
+
+def test_the_library_never_imports_flows(tmp_path):
+    """tcl is a library with faces (its CLI, flows/): `tcl --help` leaves `flows` unimported,
+    and no module of tcl names it (flows/ imports tcl, never the other way)."""
+    import ast
+
+    code = ("import sys, contextlib, io; import tcl.cli\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    try:\n        tcl.cli.main(['--help'])\n    except SystemExit:\n        pass\n"
+            "import os, tcl.deployments, tcl.prefect_setup\n"
+            "print(os.environ['PREFECT_HOME'])\n"
+            "print(sorted(m for m in sys.modules if m == 'flows' or m.startswith('flows.')))")
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_HOME"}
+    env.update(PYTHONPATH=str(root), TCL_DATA=str(tmp_path / "data"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr
+    home, modules = out.stdout.strip().splitlines()[-2:]
+    assert modules == "[]"
+    # Prefect's home: under the data root, not beside the code (site-packages when installed)
+    assert home == str(tmp_path / "data" / ".prefect") and Path(home).is_dir()
+    for f in (root / "tcl").rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            assert not any(n == "flows" or n.startswith("flows.") for n in names), \
+                f"{f.relative_to(root)} imports {names}"

@@ -107,6 +107,24 @@ def test_dvc_yaml_has_one_stage_per_device_and_model():
     assert names == expected
 
 
+def test_params_sequences_name_measured_devices_and_dvc_dag_builds(tmp_path):
+    """params.yaml's continual sequence names devices the pipeline measures (tcl.params
+    refuses any other, naming it), and DVC builds the stage graph from it."""
+    params = load_params(ROOT / "params.yaml", check_models=False)
+    assert set(params.continual.sequence) <= set(params.devices) | set(params.select.devices)
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw["continual"]["then"]["cpu-avx512"] = params.continual.sequence[-1]   # known, unmeasured
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    with pytest.raises(TclError, match="continual.then.cpu-avx512: device 'cpu-avx512' is not "
+                                       "one the pipeline measures"):
+        load_params(tmp_path / "params.yaml", check_models=False)
+    out = subprocess.run([BIN / "dvc", "dag"], cwd=ROOT, text=True, capture_output=True,
+                         env=_env(), timeout=300)
+    assert out.returncode == 0, out.stderr
+    for d in params.continual.sequence[1:]:
+        assert f"distill@{d}" in out.stdout
+
+
 # -- the tiny profile through DVC -------------------------------------------------------------
 def _env() -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TCL_", "DVC_"))}

@@ -1,5 +1,6 @@
 """Samplers: the shared contract (unique pool ids, exactly the budget, same seed same
 selection), budget checks, ``already``, per-task quotas, and the model-given paths."""
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -80,8 +81,28 @@ def test_budget_parsing():
     assert parse_budget(5, 100) == 5 and parse_budget(np.int64(5), 100) == 5
     assert parse_budget(0.1, 100) == 10 and parse_budget(1.0, 7) == 7
     assert parse_budget(0.001, 100) == 1   # a share never rounds to nothing
-    with pytest.raises(TclError, match="pass an int"):
+    with pytest.raises(TclError, match="for a count, give an integer"):
         parse_budget(2.0, 100)
+
+
+@pytest.mark.parametrize("bad", [0, -3, 1.5, float("nan"), True, "5", None, np.bool_(True)])
+def test_one_budget_rule_for_params_cli_and_samplers(bad, tmp_path):
+    """tcl.budget is the one rule: the params file, --budget and the samplers refuse the same
+    values with the same words."""
+    import argparse
+
+    from tcl.budget import EXPECTED
+    from tcl.cli import budget_arg
+    from tcl.params import _Reader
+
+    with pytest.raises(TclError, match=re.escape(EXPECTED)):
+        parse_budget(bad, 100)
+    with pytest.raises(TclError, match=re.escape(f"p.yaml: select.budget: {EXPECTED}")):
+        _Reader("p.yaml").budget(bad, "select.budget")
+    if isinstance(bad, (int, float)) and not isinstance(bad, bool):
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(EXPECTED)):
+            budget_arg(str(bad))
+    assert budget_arg("7") == 7 and budget_arg("0.25") == 0.25
 
 
 def test_empty_pool_and_bad_pools():

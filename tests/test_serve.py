@@ -52,6 +52,9 @@ def test_an_event_names_only_the_device_of_the_served_run(served, tmp_path):
     add_device, refresh = deployments(str(served))
     bound = str(served.resolve())
     assert add_device.parameters == refresh.parameters == {"params_file": bound}
+    # imported by module path in the run, so tcl's modules load once (not as a script's package)
+    assert (add_device.entrypoint, refresh.entrypoint) == ("tcl.deployments.add_device",
+                                                           "tcl.deployments.refresh")
     assert add_device.triggers[0].parameters == TRIGGER_PARAMETERS
     other = tmp_path / "other" / "params.yaml"      # another data root's params: never read
     crafted = Event(event="tcl.device.added",

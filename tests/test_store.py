@@ -4,7 +4,7 @@ import polars as pl
 import pytest
 
 from tcl.config import TclError
-from tcl.store.catalog import Catalog, query
+from tcl.store.catalog import Catalog, query, records
 from tcl.store.records import RecordStore, now_utc, record_id
 
 
@@ -62,6 +62,31 @@ def test_catalog_views_exist_on_an_empty_store(paths):
     assert "cpu-avx2" in cat.sql("select device from devices")["device"].to_list()
     with pytest.raises(TclError, match="query failed"):
         cat.sql("select * from nothing_here")
+
+
+def test_records_reads_one_device_with_bound_values(paths):
+    """The typed read path: the device, tasks and status are parameters, never SQL text."""
+    failed = rows(task="t2", n=1)
+    failed[0].update(status="run_error", latencies=[], error="boom")
+    RecordStore(paths).append(rows(n=2) + rows(device="cpu-avx512", n=1) + failed)
+    frame = records(paths, "cpu-avx2", ("program_id", "task_id", "latency"))
+    assert frame.columns == ["program_id", "task_id", "latency"]
+    assert frame.rows() == [("p0", "t1", pytest.approx(1e-3)), ("p1", "t1", pytest.approx(2e-3)),
+                            ("p0", "t2", None)]
+    assert records(paths, "cpu-avx2", ("program_id",), status="ok").height == 2
+    assert records(paths, "cpu-avx2", ("task_id",), status="run_error")["task_id"].to_list() \
+        == ["t2"]
+    assert records(paths, "cpu-avx2", ("task_id",), task_ids=["t2"]).height == 1
+    assert records(paths, "cpu-avx2", ("task_id",), task_ids=[]).is_empty()
+    # a quote is part of the name (the old reads stripped it and read cpu-avx2's records)
+    for name in ("cpu-avx2'", "cpu-'avx2", "x' OR '1'='1"):
+        assert records(paths, name, ("program_id",)).is_empty()
+    missing = records(paths, "no-such-device", ("program_id", "measured_at"))
+    assert missing.is_empty() and missing.columns == ["program_id", "measured_at"]
+    with pytest.raises(TclError, match="unknown column.*'latency; drop'"):
+        records(paths, "cpu-avx2", ("latency; drop",))
+    with pytest.raises(TclError, match="unknown status 'fine'"):
+        records(paths, "cpu-avx2", ("program_id",), status="fine")
 
 
 def test_retire_moves_old_files_out_of_use_and_keeps_them_readable(paths):
@@ -143,3 +168,27 @@ def test_data_card_compares_retired_records_with_their_remeasurement(paths):
     assert out["programs"] == 8 and out["tasks"] == 1
     assert out["median_first_over_second"] == pytest.approx(2.0)
     assert 0.9 < out["median_spearman"] < 1.0
+
+
+def test_json_registry_reads_one_error_and_writes_atomically(paths):
+    """tcl.store.jsonfile: the device registry, user networks and failed-device state."""
+    from tcl.status import clear_failed, failures, mark_failed
+    from tcl.store.jsonfile import JsonRegistry
+
+    reg = JsonRegistry(paths.root / "things.json", "thing registry")
+    assert reg.read() == {}
+    reg.write({"a": {"n": 1}})
+    assert reg.read() == {"a": {"n": 1}}
+    assert [f.name for f in paths.root.iterdir()] == ["things.json"]   # no temporary left
+    with pytest.raises(TclError, match=r"thing registry .*things.json is not valid \(KeyError"):
+        reg.read(lambda raw: raw["b"])
+    (paths.root / "things.json").write_text("[1, 2]")
+    with pytest.raises(TclError, match="is not valid .*expected a JSON object, got list"):
+        reg.read()
+    mark_failed(paths, "cpu-avx2", "nothing measured")
+    assert failures(paths)["cpu-avx2"]["reason"] == "nothing measured"
+    clear_failed(paths, "cpu-avx2")
+    assert failures(paths) == {} and paths.failures_file.exists()
+    paths.failures_file.write_text("{torn")
+    with pytest.raises(TclError, match="failed-device state .*device-failures.json is not valid"):
+        failures(paths)

@@ -10,7 +10,7 @@ import importlib
 
 from typing import TYPE_CHECKING
 
-from ..config import TclError
+from ..classes import ClassRegistry
 
 if TYPE_CHECKING:
     from .base import DeviceData, Distiller, Settings
@@ -23,20 +23,17 @@ __all__ = ["DISTILLERS", "BACKBONES", "DeviceData", "Distiller", "MultiDeviceMod
 # the methods, so that parsing params and the CLI's choices do not import torch (about 2 s).
 BACKBONES = ("tenset-mlp", "mamba")
 
-DISTILLERS = {   # name -> (module, class)
-    "scratch": ("scratch", "Scratch"),
-    "finetune": ("finetune", "FineTune"),
-    "multitask": ("multitask", "MultiTask"),
-    "distill": ("distill", "Distill"),
-    "compress": ("compress", "ProgressCompress"),
-}
+DISTILLERS = ClassRegistry("distillation method", {   # name -> (module, class)
+    "scratch": ("tcl.continual.scratch", "Scratch"),
+    "finetune": ("tcl.continual.finetune", "FineTune"),
+    "multitask": ("tcl.continual.multitask", "MultiTask"),
+    "distill": ("tcl.continual.distill", "Distill"),
+    "compress": ("tcl.continual.compress", "ProgressCompress"),
+})
 
 
 def make_distiller(name: str) -> Distiller:
-    if name not in DISTILLERS:
-        raise TclError(f"unknown distillation method {name!r}; known: {', '.join(DISTILLERS)}")
-    module, cls = DISTILLERS[name]
-    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)()
+    return DISTILLERS.make(name)
 
 
 _LAZY = {"DeviceData": "base", "Distiller": "base", "Settings": "base",

@@ -29,6 +29,7 @@ import polars as pl
 from ..config import Paths, TclError
 from ..params import Params
 from ..registry import Entry, ModelRegistry
+from ..store import catalog
 from .base import DeviceData, Settings
 
 SUBSET_RUN = "continual-subset"   # the selection run of subsets picked from measured records
@@ -48,13 +49,11 @@ def settings_of(params: Params) -> Settings:
 
 
 def _records(paths: Paths, device: str, task_ids: list[str]) -> pl.DataFrame:
-    """program_id, task_id, latency, measured_at of the device's records of ``task_ids``."""
-    from ..store.catalog import query
-
-    frame = query(paths, f"SELECT program_id, task_id, coalesce(latency, 'NaN'::DOUBLE) AS "
-                         f"latency, measured_at FROM records "
-                         f"WHERE device = '{device.replace(chr(39), '')}'")
-    return frame.filter(pl.col("task_id").is_in(task_ids))
+    """program_id, task_id, latency (NaN for error rows), measured_at of the device's records
+    of ``task_ids``."""
+    frame = catalog.records(paths, device, ("program_id", "task_id", "latency", "measured_at"),
+                            task_ids)
+    return frame.with_columns(pl.col("latency").fill_null(float("nan")))
 
 
 def _program_set(paths: Paths, rows: pl.DataFrame, labels: bool):

@@ -7,7 +7,6 @@ keeps growing in training, so matching raw values would fight the ranking loss.
 """
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -19,7 +18,7 @@ from torch import Tensor, nn
 from ..config import TclError
 from ..metrics import pairwise_accuracy
 from ..models.base import ProgramSet
-from ..models.nn import Batch, group_batches, lambdarank_loss
+from ..models.nn import Batch, EarlyStopping, group_batches, lambdarank_loss
 from .model import MultiDeviceModel
 
 
@@ -93,7 +92,8 @@ def train(params: list[nn.Parameter], step: Callable[[], Tensor], schedule: Sche
     if not params:
         raise TclError("nothing to train: no parameter requires a gradient")
     opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-    best, best_state, stale, n = -math.inf, None, 0, 0
+    n = 0
+    stopping = EarlyStopping(module, schedule.patience) if module is not None else None
     for n in range(1, schedule.epochs + 1):
         if module is not None:
             module.train()
@@ -103,19 +103,13 @@ def train(params: list[nn.Parameter], step: Callable[[], Tensor], schedule: Sche
             loss.backward()
             nn.utils.clip_grad_norm_(params, grad_clip)
             opt.step()
-        if validate is None or module is None:
+        if validate is None or stopping is None:
             continue
         module.eval()
-        v = validate()
-        if v > best:
-            best, best_state, stale = v, copy.deepcopy(module.state_dict()), 0
-        else:
-            stale += 1
-            if stale >= schedule.patience:
-                break
-    if module is not None:
-        if best_state is not None:
-            module.load_state_dict(best_state)
+        if stopping.step(-validate()):   # validate() is higher-is-better
+            break
+    if stopping is not None:
+        stopping.restore()
         module.eval()
     return n
 

@@ -10,12 +10,11 @@ model file never runs code from it.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import os
-from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from ..classes import ClassRegistry
 from ..config import TclError
 from .base import CostModel, ProgramSet
 
@@ -35,50 +34,16 @@ _LOCATIONS = {
 }
 
 
-class _Registry(Mapping[str, type[CostModel]]):
-    """kind -> CostModel class, importing the class's module on first lookup."""
-
-    def __init__(self, locations: dict[str, tuple[str, str]]):
-        self._locations = locations
-        self._classes: dict[str, type[CostModel]] = {}
-
-    def __getitem__(self, kind: str) -> type[CostModel]:
-        if kind not in self._classes:
-            module, name = self._locations[kind]  # KeyError for unknown kinds, as a dict
-            try:
-                cls = getattr(importlib.import_module(module), name)
-            except (ImportError, AttributeError) as e:
-                raise TclError(f"model kind {kind!r} needs {module}.{name}, which cannot be "
-                               f"imported: {e}") from e
-            self._classes[kind] = cls
-        return self._classes[kind]
-
-    def __contains__(self, kind: object) -> bool:  # without importing the module
-        return kind in self._locations
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._locations)
-
-    def __len__(self) -> int:
-        return len(self._locations)
-
-
-MODEL_KINDS: Mapping[str, type[CostModel]] = _Registry(_LOCATIONS)
+MODEL_KINDS: ClassRegistry = ClassRegistry("model kind", _LOCATIONS)
 
 
 def _model_class(kind: str) -> type[CostModel]:
-    if kind not in MODEL_KINDS:
-        raise TclError(f"unknown model kind {kind!r}; known kinds: {', '.join(MODEL_KINDS)}")
-    return MODEL_KINDS[kind]
+    return MODEL_KINDS.get_class(kind)
 
 
 def make_model(kind: str, **params) -> CostModel:
     """A new, untrained model of ``kind`` (one of MODEL_KINDS) built with ``params``."""
-    cls = _model_class(kind)
-    try:
-        return cls(**params)
-    except TypeError as e:  # an unknown or missing keyword: say which model rejected it
-        raise TclError(f"model kind {kind!r} rejected parameters {sorted(params)}: {e}") from e
+    return MODEL_KINDS.make(kind, **params)
 
 
 def read_kind(path: str | Path) -> str:

@@ -250,6 +250,29 @@ def check_programs(ps: ProgramSet, labels: bool, what: str) -> ProgramSet:
     return ps
 
 
+class EarlyStopping:
+    """The early-stopping rule of every training loop here and in ``tcl.continual.train``:
+    after each epoch, ``step(error)`` keeps ``module``'s state when ``error`` is the lowest so
+    far and says stop after ``patience`` epochs without a lower one; ``restore()`` puts the best
+    state back (nothing happens when no epoch was validated)."""
+
+    def __init__(self, module: nn.Module, patience: int) -> None:
+        self.module, self.patience = module, patience
+        self.best, self.best_state, self.stale = math.inf, None, 0
+
+    def step(self, error: float) -> bool:
+        if error < self.best:
+            self.best, self.best_state, self.stale = error, copy.deepcopy(
+                self.module.state_dict()), 0
+            return False
+        self.stale += 1
+        return self.stale >= self.patience
+
+    def restore(self) -> None:
+        if self.best_state is not None:
+            self.module.load_state_dict(self.best_state)
+
+
 def _device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -337,7 +360,7 @@ class NeuralCostModel(CostModel):
         # rate on the selection tasks (docs/results.md, training recipe)
         schedule = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(epochs, 1))
                     if cfg["lr_schedule"] == "cosine" else None)
-        best, best_state, stale = math.inf, None, 0
+        stopping = EarlyStopping(net, cfg["patience"])
         for n in range(1, epochs + 1):
             net.train()
             steps = 0
@@ -356,15 +379,9 @@ class NeuralCostModel(CostModel):
                 on_epoch(n)
             if valid is None:
                 continue
-            v = self.validation_error(valid)   # keep the best epoch (early stopping)
-            if v < best:
-                best, best_state, stale = v, copy.deepcopy(net.state_dict()), 0
-            else:
-                stale += 1
-                if stale >= cfg["patience"]:
-                    break
-        if best_state is not None:
-            net.load_state_dict(best_state)
+            if stopping.step(self.validation_error(valid)):   # keep the best epoch
+                break
+        stopping.restore()
         net.eval()
         return self
 

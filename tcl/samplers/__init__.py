@@ -7,25 +7,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import TclError
+from ..classes import ClassRegistry
 from .base import Pool, Sampler, SamplerWarning, parse_budget
-from .kcenter import KCenterSampler
-from .random import RandomSampler
-from .rdu import RDUSampler
-from .representative import RepresentativeSampler
-from .uncertainty import UncertaintySampler
 
 __all__ = ["Pool", "Sampler", "SamplerWarning", "SAMPLERS", "make_sampler", "parse_budget"]
 
-SAMPLERS: dict[str, type[Sampler]] = {cls.name: cls for cls in (
-    RandomSampler, KCenterSampler, UncertaintySampler, RepresentativeSampler, RDUSampler)}
+SAMPLERS = ClassRegistry("sampler", {   # name -> (module, class); each class's `name` too
+    "random": ("tcl.samplers.random", "RandomSampler"),
+    "kcenter": ("tcl.samplers.kcenter", "KCenterSampler"),
+    "uncertainty": ("tcl.samplers.uncertainty", "UncertaintySampler"),
+    "representative": ("tcl.samplers.representative", "RepresentativeSampler"),
+    "rdu": ("tcl.samplers.rdu", "RDUSampler"),
+})
 
 
 def make_sampler(name: str, **kwargs: Any) -> Sampler:
-    """A sampler of ``name`` (one of SAMPLERS), e.g. ``make_sampler("rdu", u=0, per_task=False)``."""
-    if name not in SAMPLERS:
-        raise TclError(f"unknown sampler {name!r}; known: {', '.join(SAMPLERS)}")
-    try:
-        return SAMPLERS[name](**kwargs)
-    except TypeError as e:
-        raise TclError(f"sampler {name!r} rejected parameters {sorted(kwargs)}: {e}") from None
+    """A sampler of ``name`` (one of SAMPLERS), e.g.
+    ``make_sampler("rdu", u=0, per_task=False)``."""
+    return SAMPLERS.make(name, **kwargs)

@@ -6,16 +6,16 @@ per-task split), so an implementation only ranks candidates.
 """
 from __future__ import annotations
 
-import math
 import numbers
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Union
+from typing import ClassVar, Union
 
 import numpy as np
 
+from ..budget import parse_budget  # noqa: F401  (re-exported: tcl.samplers.parse_budget)
 from ..config import TclError
 from ..models.base import CostModel, ProgramSet
 from .tasks import allocate
@@ -88,22 +88,6 @@ class Pool:
     @property
     def n_tasks(self) -> int:
         return len(self.task_names)
-
-
-def parse_budget(budget: Any, pool_size: int) -> int:
-    """A count (int >= 1) or a share of the pool (float in (0, 1]) -> a count >= 1."""
-    expected = "expected a count (int >= 1) or a share of the pool (float in (0, 1])"
-    if isinstance(budget, (bool, np.bool_)) or not isinstance(budget, numbers.Real):
-        raise TclError(f"budget {budget!r} ({type(budget).__name__}): {expected}")
-    if isinstance(budget, numbers.Integral):
-        if budget < 1:
-            raise TclError(f"budget {budget} selects nothing: {expected}")
-        return int(budget)
-    share = float(budget)
-    if math.isnan(share) or share <= 0 or share > 1:
-        hint = " (for a count, pass an int)" if share > 1 else ""
-        raise TclError(f"budget share {share} is outside (0, 1]{hint}: {expected}")
-    return max(1, round(share * pool_size))
 
 
 @dataclass

@@ -7,6 +7,8 @@ The data stays in Parquet; views are defined on every connect from the files tha
 Two ways in, one definition of the views (``Catalog._define_views``):
 
 - ``Catalog``: tcl's own code (trusted SQL); the views read the files with ``read_parquet``.
+  One device's records are read through ``Catalog.records`` (or ``records``), with the device,
+  tasks and status bound as parameters: no internal read builds SQL from a name.
 - ``SealedCatalog``, for ``tcl query`` (SQL from a user): Python opens the usable files as
   read-only Arrow datasets and registers them on an in-memory connection, then DuckDB's own file
   access is switched off for good (see ``SealedCatalog._seal``). DuckDB then cannot open any
@@ -23,7 +25,7 @@ import hashlib
 import json
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable, Sequence
 
 import duckdb
 import polars as pl
@@ -33,12 +35,14 @@ import pyarrow.parquet as pq
 
 from ..config import Paths, TclError
 from ..device import DeviceRegistry
-from .records import RECORD_SCHEMA, RecordStore, warn_once
+from .records import RECORD_SCHEMA, STATUSES, RecordStore, warn_once
 
 _DUCK_TYPES = {pl.Utf8: "VARCHAR", pl.Float64: "DOUBLE", pl.List(pl.Float64): "DOUBLE[]",
                pl.Datetime("us", "UTC"): "TIMESTAMPTZ", pl.Int32: "INTEGER", pl.Int64: "BIGINT",
                pl.Boolean: "BOOLEAN"}
 _RECORD_ARROW = pl.DataFrame(schema=RECORD_SCHEMA).to_arrow().schema
+# The columns of the `records` view: the stored ones plus the mean latency (null on error rows).
+RECORD_COLUMNS = (*RECORD_SCHEMA, "latency")
 READ_ONLY = ("queries are read-only: give one SELECT statement (SELECT, WITH, PIVOT, "
              "DESCRIBE, SHOW, SUMMARIZE); {what} is refused")
 
@@ -209,8 +213,45 @@ class Catalog:
         except duckdb.Error as e:
             raise TclError(f"query failed: {str(e).splitlines()[0]}") from None
 
+    def records(self, device: str, columns: Sequence[str], task_ids: Iterable[str] | None = None,
+                status: str | None = None) -> pl.DataFrame:
+        """``columns`` (of ``RECORD_COLUMNS``) of ``device``'s records, optionally only those of
+        ``task_ids`` and of ``status`` (one of ``STATUSES``), ordered by task and program. The
+        values are bound parameters; a device without records gives an empty frame."""
+        unknown = [c for c in columns if c not in RECORD_COLUMNS]
+        if unknown or not columns:
+            raise TclError(f"records: unknown column(s) {', '.join(map(repr, unknown)) or 'none'}"
+                           f" (expected some of {', '.join(RECORD_COLUMNS)})")
+        if status is not None and status not in STATUSES:
+            raise TclError(f"records: unknown status {status!r} (expected one of "
+                           f"{', '.join(STATUSES)})")
+        where, bound = ["device = $device"], {"device": device}
+        if task_ids is not None:
+            where.append("task_id IN (SELECT unnest($task_ids::VARCHAR[]))")
+            bound["task_ids"] = [str(t) for t in task_ids]
+        if status is not None:
+            where.append("status = $status")
+            bound["status"] = status
+        select = ", ".join(f'"{c}"' for c in columns)
+        try:
+            return self.con.sql(f"SELECT {select} FROM records WHERE {' AND '.join(where)} "
+                                "ORDER BY task_id, program_id, record_id", params=bound).pl()
+        except duckdb.Error as e:
+            raise TclError(f"reading {device!r}'s records failed: {str(e).splitlines()[0]}") \
+                from None
+
     def close(self) -> None:
         self.con.close()
+
+
+def records(paths: Paths, device: str, columns: Sequence[str],
+            task_ids: Iterable[str] | None = None, status: str | None = None) -> pl.DataFrame:
+    """``Catalog.records`` on a catalog of its own (in memory, closed after)."""
+    cat = Catalog(paths, in_memory=True)
+    try:
+        return cat.records(device, columns, task_ids, status)
+    finally:
+        cat.close()
 
 
 class SealedCatalog(Catalog):
@@ -281,7 +322,7 @@ def check_read_only(sql: str) -> str:
 def _refresh_catalog_file(paths: Paths, fingerprint: str) -> None:
     """Rewrite the catalog file for other DuckDB clients when the views' inputs changed, or the
     file was changed by something else (its size or mtime differ from what was written)."""
-    seen = paths.root / ".cache" / "catalog.json"
+    seen = paths.cache_dir / "catalog.json"
     stamp = _stamp(paths.catalog_file)[1:]
     try:
         if json.loads(seen.read_text()) == {"fingerprint": fingerprint, "stamp": stamp} \
@@ -305,7 +346,8 @@ def _refresh_catalog_file(paths: Paths, fingerprint: str) -> None:
 def query(paths: Paths, sql: str, warn=lambda msg: print(f"warning: {msg}", file=sys.stderr)
           ) -> pl.DataFrame:
     """Run one user ``sql`` over the views on a ``SealedCatalog``; skipped files are reported
-    through ``warn``. Internal code that needs more (writes, other files) uses ``Catalog``."""
+    through ``warn``. For ``tcl query`` only: internal code reads a device's records with
+    ``records`` and anything else on a ``Catalog`` (this rebuilds the views on each call)."""
     check_read_only(sql)
     if paths.root.exists() and not paths.root.is_dir():
         raise TclError(f"data root {paths.root} is a file, not a directory")

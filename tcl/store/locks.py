@@ -23,7 +23,7 @@ from .records import safe_component
 
 def lock_file(paths: Paths, *names: str) -> Path:
     name = "-".join(safe_component(n, "lock name") for n in names)
-    d = paths.root / ".locks"
+    d = paths.locks_dir
     d.mkdir(parents=True, exist_ok=True)
     return d / f"{name}.lock"
 

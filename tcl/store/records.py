@@ -241,7 +241,7 @@ class RecordStore:
 
     @property
     def _cache_file(self) -> Path:
-        return self.paths.root / ".cache" / "record-files.json"
+        return self.paths.cache_dir / "record-files.json"
 
     def _load_cache(self) -> dict[str, list]:
         if self._checked is None:

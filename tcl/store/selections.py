@@ -26,7 +26,7 @@ class SelectionStore:
 
     @property
     def root(self) -> Path:
-        return self.paths.root / "selections"
+        return self.paths.selections_dir
 
     def file(self, device: str, run: str, round_: int) -> Path:
         return (self.root / f"device={safe_component(device, 'device name')}"

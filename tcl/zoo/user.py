@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import re
 import sys
 import threading
@@ -23,6 +22,7 @@ from typing import Callable
 
 from ..config import Paths, TclError
 from ..params import DEFAULT_FACTORY_TIMEOUT_S
+from ..store.jsonfile import JsonRegistry
 from .networks import NETWORKS, NetworkInstance
 
 DTYPES = ("float32", "float16", "int64", "int32")
@@ -177,18 +177,13 @@ class UserNetworks:
         self.paths = paths
         self.factory_timeout_s = factory_timeout_s
 
+    def _file(self) -> JsonRegistry:
+        return JsonRegistry(self.paths.user_networks_file, "the user network registry")
+
     def all(self) -> dict[str, UserNetwork]:
-        f = self.paths.user_networks_file
-        if not f.exists():
-            return {}
-        try:
-            raw = json.loads(f.read_text())
-            return {n: UserNetwork(n, d["model"], tuple(d["inputs"]), bool(d.get("holdout", False)),
-                                   self.factory_timeout_s)
-                    for n, d in raw.items()}
-        except (ValueError, TypeError, KeyError, AttributeError) as e:
-            raise TclError(f"the user network registry {f} is not valid ({type(e).__name__}: "
-                           f"{e}); fix or remove it") from None
+        return self._file().read(lambda raw: {
+            n: UserNetwork(n, d["model"], tuple(d["inputs"]), bool(d.get("holdout", False)),
+                           self.factory_timeout_s) for n, d in raw.items()})
 
     def add(self, name: str, model_ref: str, inputs: list[str],
             holdout: bool = False) -> tuple[NetworkInstance, bool]:
@@ -221,11 +216,7 @@ class UserNetworks:
             check_fits(inst)
             build_zoo(self.paths, instances=[inst])   # writes nothing when extraction fails
             users[name] = net
-            f = self.paths.user_networks_file
-            f.parent.mkdir(parents=True, exist_ok=True)
-            tmp = f.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps({n: u.to_json() for n, u in users.items()}, indent=2) + "\n")
-            tmp.replace(f)
+            self._file().write({n: u.to_json() for n, u in users.items()})
         return inst, True
 
 
