@@ -234,6 +234,13 @@ def test_pipeline_flow(tiny_repo, tmp_path, monkeypatch):
     assert calls == ["cpu-avx2", "cpu-avx2"]
     assert artifacts and "held-out" in artifacts[0].data
     assert Path(files["summary"]).exists() and Path(files["plot"]).exists()
+    # each stage's start and end, in order (benchmarks/main_job.py's table); every seed's model
+    timing = json.loads((tmp_path / "data" / "reports" / "pipeline-stages.json").read_text())
+    assert [s["stage"] for s in timing["stages"]] == ["zoo", "sample", "measure", "featurize",
+                                                      "train", "select", "distill", "evaluate"]
+    assert all(s["seconds"] >= 0 and s["start"] <= s["end"] for s in timing["stages"])
+    for kind in ("xgb", "mamba"):
+        assert (tmp_path / "data" / "models" / "cpu-avx2" / f"{kind}.seeds" / "s1.model").is_file()
 
     params = load_params(params_file)
     after = _records(tmp_path / "data")
