@@ -187,11 +187,12 @@ def evaluate_models(paths: Paths, devices: Sequence[str], kinds: Sequence[str],
     tasks = load_tasks(paths)
     frames = []
     for device in devices:
-        eval_ids = sorted(held & set(measured(paths, device)["task_id"].to_list()))
+        records = measured(paths, device)
+        eval_ids = sorted(held & set(records["task_id"].to_list()))
         if not eval_ids:
             raise TclError(f"device {device!r} has no measured program of a held-out task: "
                            "run the measure stage first")
-        programs = load_program_set(paths, device, eval_ids)
+        programs = load_program_set(paths, device, eval_ids, records=records)
         files = {(k if seeds == 1 else f"{k}{SEED_MARK}{i}"): model_file(paths, device, k, i)
                  for k in kinds for i in range(seeds)}
         missing = [str(f) for f in files.values() if not f.exists()]
