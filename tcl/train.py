@@ -90,6 +90,8 @@ def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | No
             "n_programs": len(train), "n_tasks": len(train_ids),
             "n_valid_programs": len(valid) if valid is not None else 0,
             "n_valid_tasks": len(valid_ids)}
+    if hasattr(model, "fit_epochs"):   # neural kinds: epochs run, and the one kept
+        info.update(epochs=model.fit_epochs, best_epoch=model.best_epoch)
     train_info_file(paths, device, kind, index).write_text(json.dumps(info, indent=2) + "\n")
     return out
 

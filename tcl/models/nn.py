@@ -365,6 +365,9 @@ class NeuralCostModel(CostModel):
                     break
         if best_state is not None:
             net.load_state_dict(best_state)
+        # what the fit cost and kept, for the training facts (tcl.train: ``epochs``, ``best_epoch``)
+        self.fit_epochs = n
+        self.best_epoch = n - stale if valid is not None else n
         net.eval()
         return self
 
