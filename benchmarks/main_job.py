@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -44,6 +45,11 @@ def _now() -> str:
 def _sample_load(samples: list[float], stop: threading.Event) -> None:
     while not stop.wait(LOAD_EVERY_S):
         samples.append(os.getloadavg()[0])
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def fit_seconds(models_dir: Path) -> dict[str, dict]:
@@ -80,12 +86,12 @@ def run_main_job(repo: Path, params: str, keep: Path | None) -> dict:
     sampler = threading.Thread(target=_sample_load, args=(samples, stop), daemon=True)
     started = _now()
     print(f"main job: {clone} at {commit[:10]}, log {log}", flush=True)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _children_cpu()
     sampler.start()
     with log.open("w") as fh:
         rc = subprocess.run([sys.executable, "-m", "flows.pipeline", "--params", params],
                             cwd=clone, env=env, stdout=fh, stderr=subprocess.STDOUT).returncode
-    total = time.perf_counter() - t0
+    total, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
     stop.set()
     sampler.join()
     if rc != 0:
@@ -95,7 +101,8 @@ def run_main_job(repo: Path, params: str, keep: Path | None) -> dict:
     return {"command": f"python -m flows.pipeline --params {params}", "commit": commit,
             "started": started, "ended": _now(), "host": host_identity(),
             "cores": len(os.sched_getaffinity(0)), "python": platform.python_version(),
-            "total_seconds": round(total, 1), "stages": stages,
+            "total_seconds": round(total, 1), "total_cpu_seconds": round(cpu, 1),
+            "stages": stages,
             "fits": fit_seconds(clone / "data" / "models"),
             "load_average": {"min": min(samples), "mean": round(sum(samples) / len(samples), 2),
                              "max": max(samples), "every_s": LOAD_EVERY_S},
@@ -103,20 +110,30 @@ def run_main_job(repo: Path, params: str, keep: Path | None) -> dict:
 
 
 def table(run: dict) -> str:
-    """The per-stage table (stage, seconds, share of the total), start-up and total rows."""
-    total = run["total_seconds"]
-    rows = [(s["stage"], s["seconds"]) for s in run["stages"]]
-    rows.append(("start-up (imports, Prefect API)", total - sum(s for _, s in rows)))
+    """The per-stage table: stage, seconds, share of the total and, where recorded, CPU seconds
+    (the stage's processes, pools included); start-up and total rows."""
+    total, cores = run["total_seconds"], run.get("cores", 2)
+    rows = [(s["stage"], s["seconds"], s.get("cpu_seconds")) for s in run["stages"]]
+    rest_cpu = (run["total_cpu_seconds"] - sum(c for *_, c in rows)
+                if run.get("total_cpu_seconds") is not None
+                and all(c is not None for *_, c in rows) else None)
+    rows.append(("start-up (imports, Prefect API)", total - sum(s for _, s, _ in rows), rest_cpu))
+    rows.append(("total", total, run.get("total_cpu_seconds")))
     lines = [f"main job per stage: {run['command']}",
              f"commit {run['commit'][:10]}, {run['started']} .. {run['ended']}",
-             f"host {run['host']}, {run['cores']} cores; load average (1 min) during the run: "
+             f"host {run['host']}, {cores} cores; load average (1 min) during the run: "
              f"min {run['load_average']['min']:.2f}, mean {run['load_average']['mean']:.2f}, "
              f"max {run['load_average']['max']:.2f}",
              "",
-             f"{'stage':<32} {'seconds':>8} {'share':>7}",
-             f"{'-' * 32} {'-' * 8} {'-' * 7}"]
-    lines += [f"{name:<32} {secs:>8.1f} {secs / total:>7.1%}" for name, secs in rows]
-    lines += [f"{'total':<32} {total:>8.1f} {1:>7.1%}  ({total / 60:.1f} min)"]
+             f"{'stage':<32} {'seconds':>8} {'share':>7} {'CPU s':>8}",
+             f"{'-' * 32} {'-' * 8} {'-' * 7} {'-' * 8}"]
+    lines += [f"{name:<32} {secs:>8.1f} {secs / total:>7.1%} "
+              f"{'' if cpu is None else f'{cpu:.1f}':>8}" for name, secs, cpu in rows]
+    lines[-1] += f"  ({total / 60:.1f} min)"
+    if run.get("total_cpu_seconds") is not None:
+        lines += ["", f"CPU seconds / {cores} cores: {run['total_cpu_seconds'] / cores:.0f} s "
+                  f"({run['total_cpu_seconds'] / cores / 60:.1f} min): the wall time if every "
+                  "core were ours and busy throughout"]
     if run.get("fits"):
         lines += ["", "fits (each fit's own clock, summed; they run in parallel):"]
         lines += [f"  {kind:<12} {f['fits']:>3} fits {f['seconds']:>8.1f} s"

@@ -7,6 +7,7 @@ Each stage's start and end go to ``<data>/reports/pipeline-stages.json`` as the 
 from __future__ import annotations
 
 import json
+import resource
 import sys
 import time
 from datetime import datetime, timezone
@@ -32,6 +33,13 @@ def stages_file(params_file: str) -> Path:
     return load_params(params_file).paths.reports_dir / STAGES_FILE
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its children that ended (the stages' process pools are
+    joined at each stage's end): what a loaded machine cannot take away from a stage."""
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
 def _utc(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds")
 
@@ -47,11 +55,12 @@ def pipeline(params_file: str = "params.yaml") -> dict[str, str]:
     for name, step in (("zoo", zoo), ("sample", sample), ("measure", measure),
                        ("featurize", featurize), ("train", train), ("select", select),
                        ("distill", distill), ("evaluate", evaluate)):
-        start = time.time()
+        start, cpu = time.time(), _cpu_seconds()
         value = step(params_file)
         end = time.time()
         stages.append({"stage": name, "start": _utc(start), "end": _utc(end),
-                       "seconds": round(end - start, 2)})
+                       "seconds": round(end - start, 2),
+                       "cpu_seconds": round(_cpu_seconds() - cpu, 1)})
         out.write_text(json.dumps({"params": params_file, "stages": stages}, indent=2) + "\n")
         if name == "evaluate":
             result = value

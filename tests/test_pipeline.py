@@ -238,7 +238,8 @@ def test_pipeline_flow(tiny_repo, tmp_path, monkeypatch):
     timing = json.loads((tmp_path / "data" / "reports" / "pipeline-stages.json").read_text())
     assert [s["stage"] for s in timing["stages"]] == ["zoo", "sample", "measure", "featurize",
                                                       "train", "select", "distill", "evaluate"]
-    assert all(s["seconds"] >= 0 and s["start"] <= s["end"] for s in timing["stages"])
+    assert all(s["seconds"] >= 0 and s["cpu_seconds"] >= 0 and s["start"] <= s["end"]
+               for s in timing["stages"])
     for kind in ("xgb", "mamba"):
         assert (tmp_path / "data" / "models" / "cpu-avx2" / f"{kind}.seeds" / "s1.model").is_file()
 
