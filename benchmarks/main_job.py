@@ -105,8 +105,7 @@ def run_main_job(repo: Path, params: str, keep: Path | None) -> dict:
             "stages": stages,
             "fits": fit_seconds(clone / "data" / "models"),
             "load_average": {"min": min(samples), "mean": round(sum(samples) / len(samples), 2),
-                             "max": max(samples), "every_s": LOAD_EVERY_S},
-            "workdir": str(base)}
+                             "max": max(samples), "every_s": LOAD_EVERY_S}}
 
 
 def table(run: dict) -> str:
