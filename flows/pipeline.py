@@ -1,8 +1,17 @@
 """The whole pipeline, the same steps as dvc.yaml: zoo -> sample -> measure -> featurize ->
-train -> select -> distill -> evaluate. Each step is its own flow (a subflow run here)."""
+train -> select -> distill -> evaluate. Each step is its own flow (a subflow run here).
+
+Each stage's start and end go to ``<data>/reports/pipeline-stages.json`` as the run goes
+(rewritten after every stage, so a failed run keeps what it reached): what
+``benchmarks/main_job.py`` reports per stage."""
 from __future__ import annotations
 
+import json
+import resource
 import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
 
 from flows._common import main  # first: sets Prefect's defaults before it is imported
 from prefect import flow
@@ -17,19 +26,45 @@ from flows.train import train
 from flows.zoo import zoo
 from tcl.params import load_params
 
+STAGES_FILE = "pipeline-stages.json"   # under the data root's reports/
+
+
+def stages_file(params_file: str) -> Path:
+    return load_params(params_file).paths.reports_dir / STAGES_FILE
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its children that ended (the stages' process pools are
+    joined at each stage's end): what a loaded machine cannot take away from a stage."""
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+def _utc(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds")
+
 
 @flow(name="pipeline", log_prints=True)
 def pipeline(params_file: str = "params.yaml") -> dict[str, str]:
     """Run every stage of the pipeline with the knobs of the params file."""
     load_params(params_file)  # the whole file is validated before any work
-    zoo(params_file)
-    sample(params_file)
-    measure(params_file)
-    featurize(params_file)
-    train(params_file)
-    select(params_file)
-    distill(params_file)
-    return evaluate(params_file)
+    out = stages_file(params_file)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stages: list[dict] = []
+    result: dict[str, str] = {}
+    for name, step in (("zoo", zoo), ("sample", sample), ("measure", measure),
+                       ("featurize", featurize), ("train", train), ("select", select),
+                       ("distill", distill), ("evaluate", evaluate)):
+        start, cpu = time.time(), _cpu_seconds()
+        value = step(params_file)
+        end = time.time()
+        stages.append({"stage": name, "start": _utc(start), "end": _utc(end),
+                       "seconds": round(end - start, 2),
+                       "cpu_seconds": round(_cpu_seconds() - cpu, 1)})
+        out.write_text(json.dumps({"params": params_file, "stages": stages}, indent=2) + "\n")
+        if name == "evaluate":
+            result = value
+    return result
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Train flow: one task per (device, model kind), each fitting on the device's training tasks."""
+"""Train flow: every (device, model kind) fitted on the device's training tasks, all fits (and
+their seeds) in one pool of single-threaded processes (``tcl.pipeline.run_train_all``)."""
 from __future__ import annotations
 
 import sys
@@ -11,17 +12,16 @@ from tcl import pipeline
 from tcl.params import Params, load_params
 
 
-@task(name="train-model", cache_policy=NO_CACHE, task_run_name="train-{device}-{kind}")
-def train_model(params: Params, device: str, kind: str) -> str:
-    return str(pipeline.run_train(params, device, kind))
+@task(name="train-models", cache_policy=NO_CACHE)
+def train_models(params: Params) -> list[str]:
+    return [str(f) for f in pipeline.run_train_all(params).values()]
 
 
 @flow(name="train", log_prints=True)
 def train(params_file: str = "params.yaml") -> list[str]:
     """Train every model kind on every device."""
     params = load_params(params_file)
-    return [train_model(params, device, kind)
-            for device in params.devices for kind in params.train.models]
+    return train_models(params)
 
 
 if __name__ == "__main__":

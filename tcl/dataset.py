@@ -42,9 +42,15 @@ def to_program_set(frame: pl.DataFrame, with_labels: bool = True) -> ProgramSet:
         task_ids=frame["task_id"].to_numpy(), latency=latency)
 
 
-def load_program_set(paths: Paths, device: str, task_ids: list[str] | None = None) -> ProgramSet:
-    """Measured programs of ``device`` (optionally only ``task_ids``) with features and labels."""
-    records = measured(paths, device, task_ids)
+def load_program_set(paths: Paths, device: str, task_ids: list[str] | None = None,
+                     records: pl.DataFrame | None = None) -> ProgramSet:
+    """Measured programs of ``device`` (optionally only ``task_ids``) with features and labels.
+    ``records``: ``measured(paths, device)``'s answer when the caller has it already (the query
+    reads every record: several seconds on the reference data, once per training fit is enough)."""
+    if records is None:
+        records = measured(paths, device, task_ids)
+    elif task_ids is not None:
+        records = records.filter(pl.col("task_id").is_in(list(task_ids)))
     feats = load_features(paths, records["task_id"].unique().sort().to_list())
     frame = records.join(feats.drop("task_id"), on="program_id", how="inner")
     return to_program_set(frame.sort("task_id", "program_id"))

@@ -195,8 +195,14 @@ def featurize_task(paths: Paths, task_id: str, workload_json: str,
     return len(new)
 
 
-def featurize(paths: Paths, task_ids: Iterable[str] | None = None, progress: bool = True) -> int:
-    """Features for every known program (candidates and measured) of the tasks; incremental."""
+def featurize(paths: Paths, task_ids: Iterable[str] | None = None, progress: bool = True,
+              workers: int = 1) -> int:
+    """Features for every known program (candidates and measured) of the tasks; incremental.
+    ``workers`` > 1: the tasks are shared among that many processes (TVM's feature extraction
+    runs on one core; each task's cache file is written by one process only)."""
+    import concurrent.futures as cf
+    import multiprocessing
+
     from tqdm import tqdm
 
     from .store.catalog import Catalog
@@ -212,11 +218,21 @@ def featurize(paths: Paths, task_ids: Iterable[str] | None = None, progress: boo
         cat.close()
     if task_ids is not None:
         frame = frame.filter(pl.col("task_id").is_in(list(task_ids)))
+    jobs = [(task_id, group["workload_json"][0], group.select("program_id", "trace_json"))
+            for (task_id,), group in frame.group_by(["task_id"], maintain_order=True)]
+    bar = tqdm(total=len(jobs), desc="featurize", unit="task", disable=not progress)
     total = 0
-    groups = list(frame.group_by(["task_id"], maintain_order=True))
-    for (task_id,), group in tqdm(groups, desc="featurize", unit="task", disable=not progress):
-        total += featurize_task(paths, task_id, group["workload_json"][0],
-                                group.select("program_id", "trace_json"))
+    with bar:
+        if workers <= 1 or len(jobs) <= 1:
+            for job in jobs:
+                total += featurize_task(paths, *job)
+                bar.update()
+            return total
+        with cf.ProcessPoolExecutor(min(workers, len(jobs)),
+                                    mp_context=multiprocessing.get_context("spawn")) as pool:
+            for n in pool.map(featurize_task, [paths] * len(jobs), *zip(*jobs), chunksize=4):
+                total += n
+                bar.update()
     return total
 
 

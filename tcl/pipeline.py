@@ -147,31 +147,45 @@ def run_featurize(params: Params, progress: bool = True,
     """Features of every known program of the selected tasks, or of ``task_ids`` of them
     (incremental)."""
     from .features import featurize
+    from .scale_out import local_processes
 
     n = featurize(params.paths, task_ids=task_ids if task_ids is not None
-                  else selected_tasks(params)["task_id"].to_list(), progress=progress)
+                  else selected_tasks(params)["task_id"].to_list(), progress=progress,
+                  workers=local_processes(params))
     _say(f"featurize: {n} new programs")
     return n
 
 
 def run_train(params: Params, device: str, kind: str) -> Path:
     """One model of ``kind`` for ``device`` on its measured programs of the training tasks."""
-    from .train import train_info_file, train_seeds
-
     if device not in params.devices:
         raise TclError(f"device {device!r} is not in {params.source.name}'s devices "
                        f"({', '.join(params.devices)})")
     if kind not in params.train.models:
         raise TclError(f"model kind {kind!r} is not in {params.source.name}'s train.models "
                        f"({', '.join(params.train.models)})")
-    paths = train_seeds(params.paths, device, kind, params.train.hyper_of(kind),
-                        seeds=params.train.seed_list, valid_fraction=params.train.valid_fraction,
-                        task_ids=selected_tasks(params)["task_id"].to_list())
-    for i in range(len(paths)):
-        info = json.loads(train_info_file(params.paths, device, kind, i).read_text())
-        _say(f"train {device} {kind}: " + ", ".join(f"{k} {v}" for k, v in info.items()
-                                                     if k not in ("device", "kind")))
-    return paths[0]
+    return _train(params, [(device, kind)])[(device, kind)]
+
+
+def run_train_all(params: Params) -> dict[tuple[str, str], Path]:
+    """Every kind of ``train.models`` on every device, all fits (seeds too) sharing one pool of
+    single-threaded processes, the kinds in ``train.models``' order (``tcl.train.train_many``)."""
+    return _train(params, [(device, kind) for kind in params.train.models
+                           for device in params.devices])
+
+
+def _train(params: Params, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], Path]:
+    from .train import train_info_file, train_many
+
+    files = train_many(params.paths, [(d, k, params.train.hyper_of(k)) for d, k in pairs],
+                       seeds=params.train.seed_list, valid_fraction=params.train.valid_fraction,
+                       task_ids=selected_tasks(params)["task_id"].to_list())
+    for device, kind in pairs:
+        for i in range(len(files[(device, kind)])):
+            info = json.loads(train_info_file(params.paths, device, kind, i).read_text())
+            _say(f"train {device} {kind}: " + ", ".join(f"{k} {v}" for k, v in info.items()
+                                                         if k not in ("device", "kind")))
+    return {pair: paths[0] for pair, paths in files.items()}
 
 
 def run_select(params: Params, device: str, progress: bool = True):

@@ -39,6 +39,14 @@ def task_runner(params: Params):
     return DaskTaskRunner(cluster_kwargs={**_local_cluster_kwargs(s), "env": _worker_prefect_env()})
 
 
+def local_processes(params: Params) -> int:
+    """Processes a stage's CPU-bound loop may use here: the usable CPUs when local; 1 with
+    Dask, whose workers are the parallelism (each runs its chunk in one process)."""
+    import os
+
+    return 1 if uses_dask(params) else len(os.sched_getaffinity(0))
+
+
 def chunks(items: list, params: Params) -> list[list]:
     """``items`` in pieces for the task runner: one piece when local (as a plain loop)."""
     if not uses_dask(params) or not items:

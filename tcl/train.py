@@ -57,15 +57,19 @@ def split_tasks(task_ids: Sequence[str], valid_fraction: float, seed: int
 
 def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | None = None, *,
                 seed: int = 0, valid_fraction: float = 0.1,
-                task_ids: Iterable[str] | None = None, index: int = 0) -> Path:
+                task_ids: Iterable[str] | None = None, index: int = 0,
+                records: pl.DataFrame | None = None, held: set[str] | None = None) -> Path:
     """Fit ``make_model(kind, **hyper, seed=seed)`` on the device's training tasks; returns the
     saved model file. ``task_ids`` narrows the candidate tasks (held-out ones are always left
-    out); a share ``valid_fraction`` of the tasks is kept aside for early stopping."""
+    out); a share ``valid_fraction`` of the tasks is kept aside for early stopping.
+    ``records`` / ``held``: ``measured(paths, device)`` and ``holdout_task_ids(paths)`` when the
+    caller has them (``train_many`` asks once for all its fits)."""
     from .dataset import load_program_set, measured
     from .models import make_model
 
-    held = holdout_task_ids(paths)
-    have = set(measured(paths, device)["task_id"].to_list())
+    held = holdout_task_ids(paths) if held is None else held
+    records = measured(paths, device) if records is None else records
+    have = set(records["task_id"].to_list())
     wanted = have if task_ids is None else have & set(task_ids)
     tasks = sorted(wanted - held)
     if not tasks:
@@ -73,8 +77,8 @@ def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | No
                        f"({len(have)} measured tasks, {len(have & held)} of them held out): "
                        "run the measure stage first")
     train_ids, valid_ids = split_tasks(tasks, valid_fraction, seed)
-    train = load_program_set(paths, device, train_ids)
-    valid = load_program_set(paths, device, valid_ids) if valid_ids else None
+    train = load_program_set(paths, device, train_ids, records=records)
+    valid = load_program_set(paths, device, valid_ids, records=records) if valid_ids else None
     model = make_model(kind, **{**(hyper or {}), "seed": seed})
     start = time.perf_counter()
     model.fit(train, valid)
@@ -86,6 +90,8 @@ def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | No
             "n_programs": len(train), "n_tasks": len(train_ids),
             "n_valid_programs": len(valid) if valid is not None else 0,
             "n_valid_tasks": len(valid_ids)}
+    if hasattr(model, "fit_epochs"):   # neural kinds: epochs run, and the one kept
+        info.update(epochs=model.fit_epochs, best_epoch=model.best_epoch)
     train_info_file(paths, device, kind, index).write_text(json.dumps(info, indent=2) + "\n")
     return out
 
@@ -106,25 +112,53 @@ def train_seeds(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | No
     """One model per seed (the first one's file is ``model_file``, the rest under
     ``seeds_dir``, which holds exactly those), fitted in parallel on up to ``workers``
     processes of one thread each (default: the usable CPUs); one seed trains here."""
+    return train_many(paths, [(device, kind, hyper)], seeds=seeds,
+                      valid_fraction=valid_fraction, task_ids=task_ids,
+                      workers=workers)[(device, kind)]
+
+
+def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | None]], *,
+               seeds: Sequence[int] = (0,), valid_fraction: float = 0.1,
+               task_ids: Iterable[str] | None = None, workers: int | None = None
+               ) -> dict[tuple[str, str], list[Path]]:
+    """``train_seeds`` for each (device, kind, hyper) of ``runs``, all fits in one pool of up to
+    ``workers`` single-threaded processes (default: the usable CPUs), in the order of ``runs``
+    then seeds: put the slowest kind first, so that the short fits fill the cores at the end.
+    One pool for every fit rather than one per (device, kind): with 3 seeds on 2 cores a pool
+    per pair leaves a core idle while each pair's third seed trains. Returns each pair's model
+    files, the first seed's first."""
     import concurrent.futures as cf
     import multiprocessing
     import os
     import shutil
 
+    from .dataset import measured
+
     seeds = list(seeds)
-    extra = seeds_dir(paths, device, kind)
-    shutil.rmtree(extra, ignore_errors=True)         # no model of a seed no longer asked for
-    extra.mkdir(parents=True)                        # a DVC out: present, empty for one seed
     task_ids = None if task_ids is None else list(task_ids)
-    jobs = [dict(hyper=hyper, seed=seed, valid_fraction=valid_fraction, task_ids=task_ids,
-                 index=i) for i, seed in enumerate(seeds)]
+    held = holdout_task_ids(paths)
+    records = {d: measured(paths, d) for d in dict.fromkeys(d for d, _, _ in runs)}
+    jobs = []
+    for device, kind, hyper in runs:
+        extra = seeds_dir(paths, device, kind)
+        shutil.rmtree(extra, ignore_errors=True)     # no model of a seed no longer asked for
+        extra.mkdir(parents=True)                    # a DVC out: present, empty for one seed
+        jobs += [(device, kind, dict(hyper=hyper, seed=seed, valid_fraction=valid_fraction,
+                                     task_ids=task_ids, index=i, records=records[device],
+                                     held=held)) for i, seed in enumerate(seeds)]
     workers = min(len(jobs), workers or len(os.sched_getaffinity(0)))
+    out: dict[tuple[str, str], list[Path]] = {(d, k): [] for d, k, _ in runs}
     if workers <= 1:
-        return [train_model(paths, device, kind, **job) for job in jobs]
+        for device, kind, job in jobs:
+            out[(device, kind)].append(train_model(paths, device, kind, **job))
+        return out
     with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                 initializer=_one_thread) as pool:
-        futures = [pool.submit(train_model, paths, device, kind, **job) for job in jobs]
-        return [f.result() for f in futures]
+        futures = [(device, kind, pool.submit(train_model, paths, device, kind, **job))
+                   for device, kind, job in jobs]
+        for device, kind, f in futures:
+            out[(device, kind)].append(f.result())
+    return out
 
 
 def evaluate_models(paths: Paths, devices: Sequence[str], kinds: Sequence[str],
@@ -155,11 +189,12 @@ def evaluate_models(paths: Paths, devices: Sequence[str], kinds: Sequence[str],
     tasks = load_tasks(paths)
     frames = []
     for device in devices:
-        eval_ids = sorted(held & set(measured(paths, device)["task_id"].to_list()))
+        records = measured(paths, device)
+        eval_ids = sorted(held & set(records["task_id"].to_list()))
         if not eval_ids:
             raise TclError(f"device {device!r} has no measured program of a held-out task: "
                            "run the measure stage first")
-        programs = load_program_set(paths, device, eval_ids)
+        programs = load_program_set(paths, device, eval_ids, records=records)
         files = {(k if seeds == 1 else f"{k}{SEED_MARK}{i}"): model_file(paths, device, k, i)
                  for k in kinds for i in range(seeds)}
         missing = [str(f) for f in files.values() if not f.exists()]

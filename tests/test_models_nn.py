@@ -139,6 +139,7 @@ def test_early_stopping_keeps_the_epoch_with_the_best_validation_ranking(data, m
     epochs = []
     model.fit(data[0], valid=data[1], on_epoch=epochs.append)
     assert epochs == [1, 2, 3, 4, 5]                      # best at 2, then 3 worse epochs
+    assert (model.fit_epochs, model.best_epoch) == (5, 2)   # the training facts' figures
     np.testing.assert_array_equal(model.predict(data[1]), snapshots[1])
     with pytest.raises(TclError, match="stop_metric must be one of"):
         cls(device="cpu", stop_metric="ndcg")

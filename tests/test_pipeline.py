@@ -125,6 +125,34 @@ def test_params_sequences_name_measured_devices_and_dvc_dag_builds(tmp_path):
         assert f"distill@{d}" in out.stdout
 
 
+def test_main_job_benchmark_reprints_a_recorded_run(tmp_path):
+    """benchmarks/main_job.py --stages-from: the table of a recorded run (every stage, start-up,
+    total, shares of the total); a file it did not record is a one-line error."""
+    stages = [{"stage": name, "seconds": secs, "cpu_seconds": secs * 1.5}
+              for name, secs in (("featurize", 30.0), ("train", 60.0))]
+    run = {"command": "python -m flows.pipeline --params params.yaml", "commit": "0" * 40,
+           "started": "s", "ended": "e", "host": "h", "cores": 2, "total_seconds": 100.0,
+           "total_cpu_seconds": 160.0, "stages": stages,
+           "fits": {"xgb": {"fits": 3, "seconds": 9.0}},
+           "load_average": {"min": 1.0, "mean": 1.5, "max": 2.0, "every_s": 15}}
+    recorded = tmp_path / "run.json"
+    recorded.write_text(json.dumps(run))
+    script = ROOT / "benchmarks" / "main_job.py"
+    out = subprocess.run([sys.executable, script, "--stages-from", recorded],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = {line.split("  ")[0].strip(): line.split() for line in out.stdout.splitlines()}
+    assert rows["featurize"][1:4] == ["30.0", "30.0%", "45.0"]
+    assert rows["train"][1:4] == ["60.0", "60.0%", "90.0"]
+    assert "10.0" in rows["start-up (imports, Prefect API)"]          # 100 - 30 - 60
+    assert rows["total"][1:4] == ["100.0", "100.0%", "160.0"]
+    (tmp_path / "bad.json").write_text("{}")
+    out = subprocess.run([sys.executable, script, "--stages-from", tmp_path / "bad.json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "not a run this script recorded" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
 # -- the tiny profile through DVC -------------------------------------------------------------
 def _env() -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TCL_", "DVC_"))}
@@ -252,6 +280,14 @@ def test_pipeline_flow(tiny_repo, tmp_path, monkeypatch):
     assert calls == ["cpu-avx2", "cpu-avx2"]
     assert artifacts and "held-out" in artifacts[0].data
     assert Path(files["summary"]).exists() and Path(files["plot"]).exists()
+    # each stage's start and end, in order (benchmarks/main_job.py's table); every seed's model
+    timing = json.loads((tmp_path / "data" / "reports" / "pipeline-stages.json").read_text())
+    assert [s["stage"] for s in timing["stages"]] == ["zoo", "sample", "measure", "featurize",
+                                                      "train", "select", "distill", "evaluate"]
+    assert all(s["seconds"] >= 0 and s["cpu_seconds"] >= 0 and s["start"] <= s["end"]
+               for s in timing["stages"])
+    for kind in ("xgb", "mamba"):
+        assert (tmp_path / "data" / "models" / "cpu-avx2" / f"{kind}.seeds" / "s1.model").is_file()
 
     params = load_params(params_file)
     after = _records(tmp_path / "data")

@@ -250,10 +250,11 @@ def held_out_scores(params: Params, model, device: str) -> pl.DataFrame:
     from ..zoo.extract import load_networks, load_tasks
 
     held = holdout_task_ids(params.paths)
-    ids = sorted(held & set(measured(params.paths, device)["task_id"].to_list()))
+    records = measured(params.paths, device)
+    ids = sorted(held & set(records["task_id"].to_list()))
     if not ids:
         raise TclError(f"device {device!r} has no measured program of a held-out task")
-    ps = load_program_set(params.paths, device, ids)
+    ps = load_program_set(params.paths, device, ids, records=records)
     return evaluate({"model": model}, ps, None, load_networks(params.paths),
                     load_tasks(params.paths), ks=params.evaluate.top_k)
 

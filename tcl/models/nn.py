@@ -382,6 +382,9 @@ class NeuralCostModel(CostModel):
             if stopping.step(self.validation_error(valid)):   # keep the best epoch
                 break
         stopping.restore()
+        # what the fit cost and kept, for the training facts (tcl.train: ``epochs``, ``best_epoch``)
+        self.fit_epochs = n
+        self.best_epoch = n - stopping.stale if valid is not None else n
         net.eval()
         return self
 
