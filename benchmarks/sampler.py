@@ -73,11 +73,17 @@ SAMPLERS: dict[str, tuple[str, dict]] = {   # label -> (tcl.samplers name, keywo
     "rdu-noR": ("rdu", {"r": 0}),
     "rdu-noD": ("rdu", {"d": 0}),
     "rdu-noU": ("rdu", {"u": 0}),
+    "balto": ("balto", {}),
+    "typiclust": ("typiclust", {}),
+    # deploy-first (Pool.first_tasks = the deployed networks' tasks): aware protocol only
+    "random-first": ("random", {"first": True}),
+    "balto-first": ("balto", {"first": True}),
 }
 FULL = "full"                       # share 100: the whole pool, no sampler
 SHARES = (2, 5, 10, 20, 50, 100)    # percent of the pool
 SOURCES = {"cpu-avx2": "cpu-sse42", "cpu-sse42": "cpu-avx2", "cpu-avx2-1c": "cpu-sse42"}
 SELECTION_SAMPLERS = ("rdu", "rdu-global", "random", "random-global")
+AWARE_SAMPLERS = ("rdu", "random", "balto", "random-first", "balto-first")
 SELECTION_SHARES = (5, 10, 20, 100)
 KEY = ("protocol", "device", "model", "sampler", "share", "seed")
 
@@ -252,9 +258,12 @@ class Context:
             row = self.selections[key]
             return np.flatnonzero(np.isin(ids, row["ids"])), row["select_s"]
         name, kwargs = SAMPLERS[label]
+        kwargs = dict(kwargs)
+        first = self.device(device).holdout_ids if kwargs.pop("first", False) else None
         model = None if name == "random" else self.ensemble(source, seed)
         view = replace(pool_ps, labels=None, latency=None)   # features only
-        pool = Pool(view, task_weights={t: self.weights[t] for t in np.unique(view.task_ids)})
+        pool = Pool(view, task_weights={t: self.weights[t] for t in np.unique(view.task_ids)},
+                    first_tasks=first)
         notes = []
         sampler = make_sampler(name, **kwargs, on_note=notes.append)
         start = time.perf_counter()
@@ -394,9 +403,11 @@ def plan(args) -> list[tuple[str, list[dict]]]:
     first = [s for s in shares if s in (10, 100)]
     rest = [s for s in shares if s not in (10, 100)]
     phases = []
+    deploy_only = [s for s in SAMPLERS if "first" in SAMPLERS[s][1]]   # need deployed tasks
+    held = [s for s in args.samplers if s not in deploy_only]
     for model in args.models:
         phases.append((f"{model} 10% and 100%",
-                       jobs_for("heldout", args.targets, model, args.samplers, first, args.seeds)))
+                       jobs_for("heldout", args.targets, model, held, first, args.seeds)))
         if model == args.models[0] and args.selection:
             sel = [s for s in SELECTION_SAMPLERS if s in args.samplers]
             phases.append((f"{model} per-task vs global on the training side",
@@ -405,12 +416,14 @@ def plan(args) -> list[tuple[str, list[dict]]]:
         if model == args.models[0] and args.aware:
             aware = [j for protocol in ("strict", "aware")
                      for j in jobs_for(protocol, args.targets, model,
-                                       [x for x in ("rdu", "random") if x in args.samplers],
-                                       [5, 10, 20, 100], args.seeds)]
+                                       [x for x in AWARE_SAMPLERS if x in args.samplers
+                                        and (protocol == "aware" or x not in deploy_only)],
+                                       [x for x in (5, 10, 20, 100) if x in args.shares],
+                                       args.seeds)]
             phases.append((f"{model} target-aware vs strict hold-out", aware))
         if rest:
             phases.append((f"{model} other shares",
-                           jobs_for("heldout", args.targets, model, args.samplers, rest,
+                           jobs_for("heldout", args.targets, model, held, rest,
                                     args.seeds)))
     return phases
 
@@ -631,7 +644,7 @@ def summarize(args) -> str:
             for protocol in ("strict", "aware"):
                 pp = part.filter(pl.col("protocol") == protocol)
                 full = pp.filter(pl.col("sampler") == FULL)["top1"].to_list()
-                for label in ("rdu", "random"):
+                for label in AWARE_SAMPLERS:
                     r = pp.filter(pl.col("sampler") == label)
                     if r.is_empty():
                         continue

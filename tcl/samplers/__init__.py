@@ -8,17 +8,20 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import TclError
+from .balto import BaltoSampler
 from .base import Pool, Sampler, SamplerWarning, parse_budget
 from .kcenter import KCenterSampler
 from .random import RandomSampler
 from .rdu import RDUSampler
 from .representative import RepresentativeSampler
+from .typiclust import TypiclustSampler
 from .uncertainty import UncertaintySampler
 
 __all__ = ["Pool", "Sampler", "SamplerWarning", "SAMPLERS", "make_sampler", "parse_budget"]
 
 SAMPLERS: dict[str, type[Sampler]] = {cls.name: cls for cls in (
-    RandomSampler, KCenterSampler, UncertaintySampler, RepresentativeSampler, RDUSampler)}
+    RandomSampler, KCenterSampler, UncertaintySampler, RepresentativeSampler, RDUSampler,
+    BaltoSampler, TypiclustSampler)}
 
 
 def make_sampler(name: str, **kwargs: Any) -> Sampler:
