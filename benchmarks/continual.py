@@ -22,6 +22,15 @@ the programs every device of the order measured, so the devices differ only in t
 One JSON line per (backbone, order, seed, method, device) in ``--results``; a (backbone, order,
 seed) that is there already is skipped, so an interrupted run resumes.
 
+Noise floor (``--noise-floor``, issue 23 point 3): per device that is ever an earlier device,
+the first device's model ("scratch" on the whole training pool) is trained with two seeds of a
+pair (``--seed-list`` 0 1 2 3: pairs (0, 1), (2, 3)), and the same per-class difference as
+forgetting (``forgetting_summary``, seed a minus seed b) is taken between the two. Two equally
+good models differ by this much without any forgetting, so a method's worst class is a finding
+only where it exceeds the worst class of this difference. One JSON line per (backbone, device,
+pair) with ``"kind": "noise"`` in ``--noise-results``; ``--summarize`` puts the per-class
+forgetting beside it.
+
     OMP_NUM_THREADS=1 python benchmarks/continual.py --data data --seeds 5
     python benchmarks/continual.py --summarize --plot docs/bench-continual.png
 """
@@ -210,6 +219,91 @@ def main_run(args) -> None:
                                              "seed": seed, "share": args.share, **r}) + "\n")
 
 
+def main_noise(args) -> None:
+    """Per-class differences between two seeds of one model (the noise floor of forgetting)."""
+    from tcl.continual import DeviceData, Settings, make_distiller
+    from tcl.metrics import forgetting_summary
+
+    done = set()
+    if args.noise_results.exists():
+        for line in args.noise_results.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                done.add((r["backbone"], r["device"], tuple(r["seeds"])))
+    devices = sorted({d for o in args.orders for d in o.split(",")[:-1]})
+    data = Data(args, devices)
+    hyper_all = load_hyper(args.params)
+    seeds = list(args.seed_list if args.seed_list else range(args.seeds))
+    for a, b in zip(seeds[0::2], seeds[1::2]):
+        for backbone in args.backbones:
+            hyper = {**hyper_all.get(backbone, {}), **overrides(args.set)}
+            for device in devices:
+                if (backbone, device, (a, b)) in done:
+                    continue
+                evals, secs = [], 0.0
+                for seed in (a, b):
+                    fit, valid = split(data.train[device], seed)
+                    start = time.perf_counter()
+                    model = make_distiller("scratch").fit(None, DeviceData(
+                        device, fit, valid, unlabelled(data.train[device])),
+                        Settings(backbone, hyper, args.kd_new, args.kd_old, args.ewc, seed))
+                    secs += time.perf_counter() - start
+                    evals.append(data.evaluate(model, device))
+                f = forgetting_summary(evals[0], evals[1])
+                log(f"noise {backbone} {device} seeds {a},{b}: top1 {f['top1']['overall']:+.3f}"
+                    f" worst class {f['top1']['worst']:+.3f}, pairwise "
+                    f"{f['pairwise']['overall']:+.3f} worst {f['pairwise']['worst']:+.3f}")
+                with open(args.noise_results, "a") as fh:
+                    fh.write(json.dumps({"kind": "noise", "backbone": backbone, "device": device,
+                                         "seeds": [a, b], "secs": round(secs, 2),
+                                         "top1": [mean_row(e)["top1"] for e in evals],
+                                         "forgetting": f}) + "\n")
+
+
+def noise_table(rows: list[dict], noise: list[dict]) -> list[str]:
+    """Per-class forgetting (mean over seeds and earlier devices) beside the noise floor: the
+    per-class difference between two seeds of one model, as |a - b| (mean) and its worst class
+    (per pair, the largest signed difference over classes and devices, as forgetting's)."""
+    out = ["\n#### Forgetting per operator class against the noise floor (two seeds of one "
+           "model: per-class seed a minus seed b; `|noise|`: mean absolute difference; "
+           "`noise worst`: per pair the largest difference over classes and devices, as "
+           "forgetting's worst class is taken)\n"]
+    for value in ("top1", "pairwise"):
+        for backbone in sorted({r["backbone"] for r in noise}):
+            nz = [r for r in noise if r["backbone"] == backbone]
+            classes = sorted({c for r in nz for c in r["forgetting"][value]["per_class"]})
+            methods = [m for m in METHODS if any(
+                "forgetting" in r and r["method"] == m and r["backbone"] == backbone
+                for r in rows)]
+            out.append(f"\n{backbone}, {value} (forgetting: mean ± standard error over seeds, "
+                       "each seed's value the mean over the order's earlier devices; both "
+                       "orders pooled)\n")
+            out.append("| class | |noise| | " + " | ".join(methods) + " |")
+            out.append("|---|---|" + "---|" * len(methods))
+            for c in classes:
+                noise_c = [abs(r["forgetting"][value]["per_class"][c]) for r in nz
+                           if c in r["forgetting"][value]["per_class"]]
+                cells = []
+                for m in methods:
+                    per_seed: dict = {}
+                    for r in rows:
+                        if r.get("method") == m and r["backbone"] == backbone and \
+                                "forgetting" in r and c in r["forgetting"][value]["per_class"]:
+                            per_seed.setdefault((r["order"], r["seed"]), []).append(
+                                r["forgetting"][value]["per_class"][c])
+                    cells.append(mean_se([float(np.mean(v)) for v in per_seed.values()]))
+                out.append(f"| {c} | {np.mean(noise_c):.3f} | " + " | ".join(cells) + " |")
+            pairs: dict = {}
+            for r in nz:
+                pairs.setdefault(tuple(r["seeds"]), []).append(r["forgetting"][value]["worst"])
+            worst = [max(v) for v in pairs.values()]
+            overall = [abs(r["forgetting"][value]["overall"]) for r in nz]
+            out.append(f"| noise worst class (over classes and devices, per pair) | "
+                       f"{mean_se(worst)} | |")
+            out.append(f"| noise overall (mean over networks) | {mean_se(overall)} | |")
+    return out
+
+
 # -- summary -------------------------------------------------------------------------------------
 def mean_se(values) -> str:
     v = [x for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))]
@@ -290,6 +384,10 @@ def summarize(args) -> str:
                    f"{mean_se(per_seed('t', np.mean))} | {mean_se(per_seed('tw', max))} "
                    f"({worst_t}) | {mean_se(per_seed('p', np.mean))} | "
                    f"{mean_se(per_seed('pw', max))} ({worst_p}) |")
+    noise = [json.loads(line) for f in args.noise_more if f.exists()
+             for line in f.read_text().splitlines() if line.strip()]
+    if noise:
+        out += noise_table(rows, noise)
     # parameters and time
     out.append("\n#### Parameters and training time per later device\n")
     out.append("| backbone | method | shared | per device | growth per device | seconds |")
@@ -357,17 +455,23 @@ def main() -> None:
                     help="override a backbone hyperparameter (smoke runs: epochs=2)")
     ap.add_argument("--more", type=Path, nargs="*", default=[],
                     help="with --summarize: further results files (runs split over processes)")
+    ap.add_argument("--noise-floor", action="store_true",
+                    help="train two seeds of each earlier device's model and record their "
+                    "per-class differences (the noise floor of forgetting) in --noise-results")
+    ap.add_argument("--noise-results", type=Path,
+                    default=Path("docs/bench-continual-noise.jsonl"))
     ap.add_argument("--summarize", action="store_true")
     ap.add_argument("--plot", type=Path)
     args = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    args.noise_more = [args.noise_results]
     if args.summarize:
         print(summarize(args))
         return
     import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    main_run(args)
+    main_noise(args) if args.noise_floor else main_run(args)
 
 
 if __name__ == "__main__":
