@@ -120,3 +120,17 @@ def test_deploy_first_pool(pool, name):
         make_sampler(name, per_task=False).select(deploy, 10)
     with pytest.raises(TclError, match="not one string"):
         Pool(pool.programs, first_tasks="t4")
+
+
+def test_deploy_first_changes_the_run_id_only_when_set():
+    import hashlib
+    import json
+
+    from tcl.measure.active import Selection
+
+    plain, first = Selection("balto"), Selection("balto", first_tasks=("t1",))
+    key = json.dumps(["d", "balto", 0.1, 1, {}, "tenset-mlp", 0, 32, ["t0", "t1"]],
+                     sort_keys=True, default=str)   # the key before deploy-first existed
+    assert plain.run_id("d", 32, ["t1", "t0"]).endswith(
+        hashlib.sha256(key.encode()).hexdigest()[:10])
+    assert first.run_id("d", 32, ["t0", "t1"]) != plain.run_id("d", 32, ["t0", "t1"])
