@@ -74,6 +74,9 @@ SAMPLERS: dict[str, tuple[str, dict]] = {   # label -> (tcl.samplers name, keywo
     "rdu-noD": ("rdu", {"d": 0}),
     "rdu-noU": ("rdu", {"u": 0}),
     "balto": ("balto", {}),
+    # the rounds mode of ``tcl collect --rounds``, offline: round 0 from the cold-start ensemble,
+    # each later round's model trained on the picks so far (their labels revealed)
+    "rdu-rounds3": ("rdu", {"rounds": 3}),
     "typiclust": ("typiclust", {}),
     # deploy-first (Pool.first_tasks = the deployed networks' tasks): aware protocol only
     "random-first": ("random", {"first": True}),
@@ -265,10 +268,12 @@ class Context:
         pool = Pool(view, task_weights={t: self.weights[t] for t in np.unique(view.task_ids)},
                     first_tasks=first)
         notes = []
+        rounds = kwargs.pop("rounds", 1)
         sampler = make_sampler(name, **kwargs, on_note=notes.append)
         start = time.perf_counter()
-        chosen = sampler.select(pool, share / 100 if budget is None else budget, model=model,
-                                seed=seed)
+        k = share / 100 if budget is None else budget
+        chosen = sampler.select(pool, k, model=model, seed=seed) if rounds == 1 else \
+            select_rounds(sampler, pool, pool_ps, k, model, rounds, seed)
         secs = time.perf_counter() - start
         row = {"key": key, "ids": chosen, "select_s": round(secs, 3), "notes": notes}
         with open(self.selections_file, "a") as fh:
@@ -277,6 +282,26 @@ class Context:
             os.fsync(fh.fileno())
         self.selections[key] = row
         return np.flatnonzero(np.isin(ids, chosen)), row["select_s"]
+
+
+def select_rounds(sampler, pool, pool_ps, budget, model, rounds: int, seed: int) -> list[str]:
+    """``tcl collect --rounds`` offline (``tcl.measure.active``: the same per-round split, round
+    model and seeds): round r's model is trained on the labels of rounds 0..r-1's picks."""
+    from tcl.measure.active import Selection
+    from tcl.models import make_model
+    from tcl.samplers import parse_budget
+
+    how = Selection(rounds=rounds, seed=seed)
+    k = parse_budget(budget, len(pool))
+    per_round = [k // rounds + (r < k % rounds) for r in range(rounds)]
+    ids = pool_ps.program_ids.astype(str)
+    chosen: list[str] = []
+    for r, n in enumerate(per_round):
+        if r > 0:
+            picked = relabeled(pool_ps.subset(np.flatnonzero(np.isin(ids, chosen))))
+            model = make_model(how.round_model, **how.round_hyper, seed=seed + r).fit(picked)
+        chosen += sampler.select(pool, n, model=model, already=chosen, seed=seed + r)
+    return chosen
 
 
 def load_hyper(params_file: str) -> dict:
