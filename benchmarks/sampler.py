@@ -484,6 +484,8 @@ def run(args, phases) -> None:
             if r.get("epochs_rule", "fixed") == args.epochs_rule
             and r.get("early_stop", "picked") == args.early_stop}
     phases = [(n, j) for n, j in phases if args.phase is None or args.phase in n]
+    if args.protocols:
+        phases = [(n, [j for j in jobs if j["protocol"] in args.protocols]) for n, jobs in phases]
     total = sum(len(j) for _, j in phases)
     todo = sum(1 for _, jobs in phases for j in jobs if key_of(j) not in done)
     log(f"{total} cells planned, {total - todo} already in {args.results}, {todo} to run")
@@ -815,6 +817,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="picked: 10%% of the picked programs' tasks stop training early; none: "
                     "train on every picked program for the epochs given")
     ap.add_argument("--phase", help="run only the plan's phases whose name contains this")
+    ap.add_argument("--protocols", help="run only these protocols' cells (comma-separated: "
+                    "heldout, selection, strict, aware)")
     ap.add_argument("--no-aware", dest="aware", action="store_false",
                     help="skip the target-aware vs strict hold-out jobs")
     ap.add_argument("--no-selection", dest="selection", action="store_false",
@@ -835,6 +839,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"shares must be among {SHARES}")
     args.seeds = [int(s) for s in args.seeds.split(",") if s]
     args.source = dict(s.split("=", 1) for s in args.source)
+    args.protocols = [p for p in (args.protocols or "").split(",") if p]
     if args.summarize:
         print(summarize(args))
         return 0
