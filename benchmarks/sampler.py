@@ -579,6 +579,32 @@ def order_samplers(labels) -> list[str]:
     return known + sorted(set(labels) - set(known) - {FULL})
 
 
+def paired_table(frame: pl.DataFrame, share: int = 10) -> list[str]:
+    """Every sampler minus random at ``share``, paired by seed (top-1 and pairwise), per
+    protocol, device and model; with the full pool's top-1 and the sampler's share of it."""
+    out = [f"#### Every sampler against random at {share}%, paired by seed (mean ± standard "
+           "error of the per-seed difference; `/ full`: top-1 over the full pool's, same seed)",
+           "", "| protocol | device | model | sampler | seeds | top1 | top1 - random | "
+           "pairwise - random | top1 / full |", "|---|---|---|---|---|---|---|---|---|"]
+    for (protocol, device, model), part in frame.group_by("protocol", "device", "model",
+                                                          maintain_order=True):
+        ten = part.filter(pl.col("share") == share)
+        full = dict(part.filter(pl.col("sampler") == FULL).select("seed", "top1").iter_rows())
+        rnd = {m: dict(ten.filter(pl.col("sampler") == "random").select("seed", m).iter_rows())
+               for m in ("top1", "pairwise")}
+        for label in order_samplers(ten["sampler"].unique().to_list()):
+            r = ten.filter(pl.col("sampler") == label)
+            seeds = [x for x in r["seed"].to_list() if x in rnd["top1"]]
+            val = dict(r.select("seed", "top1").iter_rows())
+            pw = dict(r.select("seed", "pairwise").iter_rows())
+            out.append(f"| {protocol} | {device} | {model} | {label} | {len(seeds)} | "
+                       f"{cell(list(val.values()))} | "
+                       f"{cell([val[x] - rnd['top1'][x] for x in seeds])} | "
+                       f"{cell([pw[x] - rnd['pairwise'][x] for x in seeds])} | "
+                       f"{cell([val[x] / full[x] for x in val if x in full])} |")
+    return out + [""]
+
+
 def pool_stats(ctx: Context, devices) -> str:
     lines = ["| device | pool tasks | pool programs | programs per task: min / median / mean / "
              "max | error programs | tasks with any pick at 10% (per-task) | same-task pairs: "
@@ -699,6 +725,7 @@ def summarize(args) -> str:
         out.append(f"| {device} | {model} | {len(wide)} | {cell(full)} | {cell(rdu)} | "
                    f"{cell(rdu / full)} | {cell(rnd)} | {cell(rdu - rnd)} | {cell(rdu - full)} |")
     out.append("")
+    out += paired_table(frame)
     sel = frame.filter(pl.col("protocol") == "selection")
     if not sel.is_empty():
         out += ["#### Per-task allocation vs global greedy, training side only (a quarter of the "
