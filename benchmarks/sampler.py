@@ -74,6 +74,8 @@ SAMPLERS: dict[str, tuple[str, dict]] = {   # label -> (tcl.samplers name, keywo
     "rdu-noD": ("rdu", {"d": 0}),
     "rdu-noU": ("rdu", {"u": 0}),
     "balto": ("balto", {}),
+    # a task's predicted fastest first, then mostly diversity (speed a mild preference)
+    "balto-seeded": ("balto", {"p": 0.25, "top": 1.0}),
     # the rounds mode of ``tcl collect --rounds``, offline: round 0 from the cold-start ensemble,
     # each later round's model trained on the picks so far (their labels revealed)
     "rdu-rounds3": ("rdu", {"rounds": 3}),
@@ -434,10 +436,14 @@ def plan(args) -> list[tuple[str, list[dict]]]:
         phases.append((f"{model} 10% and 100%",
                        jobs_for("heldout", args.targets, model, held, first, args.seeds)))
         if model == args.models[0] and args.selection:
-            sel = [s for s in SELECTION_SAMPLERS if s in args.samplers]
+            # the whole list: the per-task / global pairs; a list given: those samplers (the
+            # training side chooses among them without the held-out networks)
+            sel = [s for s in SELECTION_SAMPLERS if s in args.samplers] \
+                if len(args.samplers) == len(SAMPLERS) else held
             phases.append((f"{model} per-task vs global on the training side",
                            jobs_for("selection", args.targets, model, sel,
-                                    list(SELECTION_SHARES), args.seeds)))
+                                    [x for x in SELECTION_SHARES if x in args.shares],
+                                    args.seeds)))
         if model == args.models[0] and args.aware:
             aware = [j for protocol in ("strict", "aware")
                      for j in jobs_for(protocol, args.targets, model,
