@@ -72,13 +72,15 @@ class Data:
         self.tasks = pl.read_parquet(self.paths.tasks_file)
         loaded = {d: load_program_set(self.paths, d, sorted(tasks)) for d in devices}
         common = set.intersection(*[set(ps.program_ids.astype(str)) for ps in loaded.values()])
-        self.train, self.held = {}, {}
+        self.train, self.held, self.wide = {}, {}, {}
         for d, ps in loaded.items():
             ids = ps.program_ids.astype(str)
             tids = ps.task_ids.astype(str)
             keep = np.isin(ids, list(common))
             is_held = np.isin(tids, list(held))
             self.train[d] = relabel(ps.subset(np.flatnonzero(keep & ~is_held)))
+            # every measured training-task program of the device, common or not (--wide-pool)
+            self.wide[d] = relabel(ps.subset(np.flatnonzero(~is_held)))
             self.held[d] = ps.subset(np.flatnonzero(keep & is_held))
         log("data: " + ", ".join(f"{d} {len(self.train[d])} train / {len(self.held[d])} held-out"
                                  for d in devices))
@@ -144,9 +146,9 @@ def run_unit(data: Data, backbone: str, order: list[str], seed: int, args, hyper
     right_after = {m: {first: first_eval} for m in args.methods}
     history = [DeviceData(first, fit, valid, unlabelled(data.train[first]))]
     for step, device in enumerate(order[1:], start=1):
-        pool_ps = data.train[device]
-        k = parse_budget(args.share, len(pool_ps))
-        sampler = make_sampler("rdu")
+        pool_ps = data.wide[device] if args.wide_pool else data.train[device]
+        k = parse_budget(args.share, len(data.train[device]))   # the same count either way
+        sampler = make_sampler(args.sampler)
         ids = sampler.select(Pool(unlabelled(pool_ps)), k, model=base, seed=seed)
         picked = pool_ps.subset(np.flatnonzero(np.isin(pool_ps.program_ids.astype(str), ids)))
         sub_fit, sub_valid = split(picked, seed)
@@ -166,6 +168,17 @@ def run_unit(data: Data, backbone: str, order: list[str], seed: int, args, hyper
             log(f"  {device} {m}: top1 {rows[-1]['top1']:.3f} pairwise "
                 f"{rows[-1]['pairwise']:.3f} ({secs:.0f} s)")
         history.append(new)
+    if args.full_rows:   # the later devices' own full-pool models: the 10% model's reference
+        for step, device in enumerate(order[1:], start=1):
+            full = data.wide[device] if args.wide_pool else data.train[device]
+            fit, valid = split(full, seed)
+            start = time.perf_counter()
+            model = make_distiller("scratch").fit(None, DeviceData(device, fit, valid,
+                                                                   unlabelled(full)), settings)
+            rows.append({"method": "full", "device": device, "step": step,
+                         "secs": round(time.perf_counter() - start, 2),
+                         **mean_row(data.evaluate(model, device)), "n_labelled": len(full)})
+            log(f"  {device} full pool ({len(full)} programs): top1 {rows[-1]['top1']:.3f}")
     # forgetting: each earlier device, right after its step vs with the chain's final model
     for m in args.methods:
         if m == "scratch":
@@ -216,7 +229,9 @@ def main_run(args) -> None:
                 with open(args.results, "a") as fh:
                     for r in rows:
                         fh.write(json.dumps({"backbone": backbone, "order": ",".join(order),
-                                             "seed": seed, "share": args.share, **r}) + "\n")
+                                             "seed": seed, "share": args.share,
+                                             "pool": "wide" if args.wide_pool else "common",
+                                             "sampler": args.sampler, **r}) + "\n")
 
 
 def main_noise(args) -> None:
@@ -328,7 +343,7 @@ def summarize(args) -> str:
                    f"right after it is learned (top-1 / pairwise)\n")
         out.append("| method | " + " | ".join(devices) + " | mean top-1 | mean pairwise |")
         out.append("|---|" + "---|" * (len(devices) + 2))
-        for m in METHODS:
+        for m in (*METHODS, "full"):
             mp = later.filter(pl.col("method") == m)
             if mp.is_empty():
                 continue
@@ -353,6 +368,9 @@ def summarize(args) -> str:
             on="method", index="seed", values="top1")
         cells = [mean_se((wide[a] - wide[b]).drop_nulls().to_list())
                  if {a, b} <= set(wide.columns) else "" for a, b in pairs]
+        if "full" in wide.columns:   # --full-rows: the 10% models against the full pool's
+            cells += [f"{m} / full {mean_se((wide[m] / wide['full']).drop_nulls().to_list())}"
+                      for m in ("distill", "finetune") if m in wide.columns]
         out.append(f"| {backbone} | {order.split(',')[0]} first | " + " | ".join(cells) + " |")
     # forgetting
     out.append("\n#### Forgetting at the end of the order (earlier devices: right after their "
@@ -392,7 +410,7 @@ def summarize(args) -> str:
     out.append("\n#### Parameters and training time per later device\n")
     out.append("| backbone | method | shared | per device | growth per device | seconds |")
     out.append("|---|---|---|---|---|---|")
-    later = frame.filter(pl.col("step") > 0)
+    later = frame.filter((pl.col("step") > 0) & (pl.col("method") != "full"))
     for (backbone, m), part in later.group_by("backbone", "method", maintain_order=True):
         r = part.row(0, named=True)
         growth = r["params_per_device"] / (r["params_shared"] + r["params_per_device"])
@@ -448,6 +466,15 @@ def main() -> None:
     ap.add_argument("--seed-list", type=int, nargs="+",
                     help="only these seeds (split a run over processes)")
     ap.add_argument("--share", type=float, default=0.1)
+    ap.add_argument("--sampler", default="rdu", help="picks each later device's subset")
+    ap.add_argument("--wide-pool", action="store_true",
+                    help="a later device's pool (what the sampler picks from and distillation "
+                    "reads unlabelled) is all its measured training-task programs, not only "
+                    "those every device measured; the labelled count stays --share of the "
+                    "common pool (issue 23 point 2: unlabelled programs are free)")
+    ap.add_argument("--full-rows", action="store_true",
+                    help="also train each later device's model on its whole pool (method "
+                    "'full'): the reference for the 10%% model")
     ap.add_argument("--kd-new", type=float, default=1.0)
     ap.add_argument("--kd-old", type=float, default=1.0)
     ap.add_argument("--ewc", type=float, default=10.0)
