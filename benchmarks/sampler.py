@@ -67,6 +67,7 @@ SAMPLERS: dict[str, tuple[str, dict]] = {   # label -> (tcl.samplers name, keywo
     "rdu-global": ("rdu", {"per_task": False}),
     "random": ("random", {}),
     "random-global": ("random", {"per_task": False}),
+    "random-least4": ("random", {"least": 4}),   # fewer tasks, 6 same-task pairs each
     "kcenter": ("kcenter", {}),
     "uncertainty": ("uncertainty", {}),
     "representative": ("representative", {}),

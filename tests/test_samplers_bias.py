@@ -134,3 +134,15 @@ def test_deploy_first_changes_the_run_id_only_when_set():
     assert plain.run_id("d", 32, ["t1", "t0"]).endswith(
         hashlib.sha256(key.encode()).hexdigest()[:10])
     assert first.run_id("d", 32, ["t0", "t1"]) != plain.run_id("d", 32, ["t0", "t1"])
+
+
+def test_least_per_task(pool):
+    avail, w, have = np.full(6, 30), np.ones(6), np.zeros(6, np.int64)
+    q = allocate(12, avail, w, have, 0, least=4)
+    assert sorted(q.tolist()) == [0, 0, 0, 4, 4, 4]
+    chosen = make_sampler("random", least=4).select(pool, 12, seed=0)
+    _, per = np.unique([c for c in pool.programs.task_ids[np.isin(pool.program_ids, chosen)]],
+                       return_counts=True)
+    assert sorted(per.tolist()) == [4, 4, 4]
+    with pytest.raises(TclError, match="least"):
+        make_sampler("random", least=1)

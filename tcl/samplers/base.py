@@ -135,6 +135,7 @@ class Sampler(ABC):
     per_task: split the budget over tasks by zoo weight first (at least 2 programs for every
         task that gets any: one program teaches a ranking nothing), then select within each
         task; False: one greedy over the whole pool decides the split.
+    least: per-task mode's minimum for a task that gets any (more: fewer tasks, more pairs).
     on_note: receives notes about a selection (budget cut to the pool, unknown ``already``
         ids); default: ``warnings.warn(note, SamplerWarning)``.
     """
@@ -142,8 +143,11 @@ class Sampler(ABC):
     name: ClassVar[str]
 
     def __init__(self, per_task: bool = True,
-                 on_note: Callable[[str], None] | None = None) -> None:
-        self.per_task = bool(per_task)
+                 on_note: Callable[[str], None] | None = None, least: int = 2) -> None:
+        if isinstance(least, bool) or not isinstance(least, numbers.Integral) or least < 2:
+            raise TclError(f"least = {least!r}: expected an int >= 2 (programs per task that "
+                           "gets any; one program teaches a ranking nothing)")
+        self.per_task, self.least = bool(per_task), int(least)
         self.on_note = on_note or (lambda note: warnings.warn(note, SamplerWarning, 3))
 
     def select(self, pool: Pool, budget: int | float, model: ModelArg = None,
@@ -173,7 +177,7 @@ class Sampler(ABC):
         if self.per_task:
             counts = np.bincount(pool.task, minlength=pool.n_tasks)
             have = np.bincount(pool.task[taken], minlength=pool.n_tasks)
-            quotas = allocate(k, counts - have, pool.weights, have, seed, pool.first)
+            quotas = allocate(k, counts - have, pool.weights, have, seed, pool.first, self.least)
         elif pool.first is not None and pool.first.any():
             raise TclError("deploy-first (Pool.first_tasks) splits the budget per task: use "
                            "the sampler in per-task mode (per_task=True)")
