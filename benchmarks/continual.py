@@ -280,7 +280,7 @@ def noise_table(rows: list[dict], noise: list[dict]) -> list[str]:
     per-class difference between two seeds of one model, as |a - b| (mean) and its worst class
     (per pair, the largest signed difference over classes and devices, as forgetting's)."""
     out = ["\n#### Forgetting per operator class against the noise floor (two seeds of one "
-           "model: per-class seed a minus seed b; `|noise|`: mean absolute difference; "
+           "model: per-class seed a minus seed b; `noise`: mean absolute difference; "
            "`noise worst`: per pair the largest difference over classes and devices, as "
            "forgetting's worst class is taken)\n"]
     for value in ("top1", "pairwise"):
@@ -293,7 +293,7 @@ def noise_table(rows: list[dict], noise: list[dict]) -> list[str]:
             out.append(f"\n{backbone}, {value} (forgetting: mean ± standard error over seeds, "
                        "each seed's value the mean over the order's earlier devices; both "
                        "orders pooled)\n")
-            out.append("| class | |noise| | " + " | ".join(methods) + " |")
+            out.append("| class | noise | " + " | ".join(methods) + " |")
             out.append("|---|---|" + "---|" * len(methods))
             for c in classes:
                 noise_c = [abs(r["forgetting"][value]["per_class"][c]) for r in nz
