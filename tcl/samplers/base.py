@@ -132,8 +132,8 @@ class Request:
 class Sampler(ABC):
     """``select(pool, budget, model, already, seed)`` -> program ids to measure, in order.
 
-    per_task: split the budget over tasks by zoo weight first (at least 2 programs for every
-        task that gets any: one program teaches a ranking nothing), then select within each
+    per_task: split the budget over tasks by zoo weight first (at least ``least`` programs for
+        every task that gets any: one program teaches a ranking nothing), then select within each
         task; False: one greedy over the whole pool decides the split.
     least: per-task mode's minimum for a task that gets any (more: fewer tasks, more pairs).
     on_note: receives notes about a selection (budget cut to the pool, unknown ``already``
