@@ -74,8 +74,9 @@ def allocate(k: int, avail: np.ndarray, weights: np.ndarray, have: np.ndarray,
     """Programs per task for a per-task selection: ``k`` in all, split by zoo weight.
 
     Quotas are proportional to weight, but every task that gets any gets at least ``least``
-    programs counting those it already ``has`` (one program teaches a ranking nothing), so a budget too
-    small for every task goes to the heaviest tasks (ties in random order by ``seed``).
+    programs counting those it already ``has`` (one program teaches a ranking nothing), so a
+    budget too small for every task goes to the heaviest tasks (ties in random order by
+    ``seed``).
     Caps: ``avail`` per task. ``first`` (bool per task, deploy-first): the budget is split over
     those tasks alone, up to their caps, and what is left over the others. ``least`` (default
     2): more gives more same-task pairs over fewer tasks."""
