@@ -22,6 +22,15 @@ the programs every device of the order measured, so the devices differ only in t
 One JSON line per (backbone, order, seed, method, device) in ``--results``; a (backbone, order,
 seed) that is there already is skipped, so an interrupted run resumes.
 
+Noise floor (``--noise-floor``, issue 23 point 3): per device that is ever an earlier device,
+the first device's model ("scratch" on the whole training pool) is trained with two seeds of a
+pair (``--seed-list`` 0 1 2 3: pairs (0, 1), (2, 3)), and the same per-class difference as
+forgetting (``forgetting_summary``, seed a minus seed b) is taken between the two. Two equally
+good models differ by this much without any forgetting, so a method's worst class is a finding
+only where it exceeds the worst class of this difference. One JSON line per (backbone, device,
+pair) with ``"kind": "noise"`` in ``--noise-results``; ``--summarize`` puts the per-class
+forgetting beside it.
+
     OMP_NUM_THREADS=1 python benchmarks/continual.py --data data --seeds 5
     python benchmarks/continual.py --summarize --plot docs/bench-continual.png
 """
@@ -63,13 +72,15 @@ class Data:
         self.tasks = pl.read_parquet(self.paths.tasks_file)
         loaded = {d: load_program_set(self.paths, d, sorted(tasks)) for d in devices}
         common = set.intersection(*[set(ps.program_ids.astype(str)) for ps in loaded.values()])
-        self.train, self.held = {}, {}
+        self.train, self.held, self.wide = {}, {}, {}
         for d, ps in loaded.items():
             ids = ps.program_ids.astype(str)
             tids = ps.task_ids.astype(str)
             keep = np.isin(ids, list(common))
             is_held = np.isin(tids, list(held))
             self.train[d] = relabel(ps.subset(np.flatnonzero(keep & ~is_held)))
+            # every measured training-task program of the device, common or not (--wide-pool)
+            self.wide[d] = relabel(ps.subset(np.flatnonzero(~is_held)))
             self.held[d] = ps.subset(np.flatnonzero(keep & is_held))
         log("data: " + ", ".join(f"{d} {len(self.train[d])} train / {len(self.held[d])} held-out"
                                  for d in devices))
@@ -135,9 +146,9 @@ def run_unit(data: Data, backbone: str, order: list[str], seed: int, args, hyper
     right_after = {m: {first: first_eval} for m in args.methods}
     history = [DeviceData(first, fit, valid, unlabelled(data.train[first]))]
     for step, device in enumerate(order[1:], start=1):
-        pool_ps = data.train[device]
-        k = parse_budget(args.share, len(pool_ps))
-        sampler = make_sampler("rdu")
+        pool_ps = data.wide[device] if args.wide_pool else data.train[device]
+        k = parse_budget(args.share, len(data.train[device]))   # the same count either way
+        sampler = make_sampler(args.sampler)
         ids = sampler.select(Pool(unlabelled(pool_ps)), k, model=base, seed=seed)
         picked = pool_ps.subset(np.flatnonzero(np.isin(pool_ps.program_ids.astype(str), ids)))
         sub_fit, sub_valid = split(picked, seed)
@@ -157,6 +168,17 @@ def run_unit(data: Data, backbone: str, order: list[str], seed: int, args, hyper
             log(f"  {device} {m}: top1 {rows[-1]['top1']:.3f} pairwise "
                 f"{rows[-1]['pairwise']:.3f} ({secs:.0f} s)")
         history.append(new)
+    if args.full_rows:   # the later devices' own full-pool models: the 10% model's reference
+        for step, device in enumerate(order[1:], start=1):
+            full = data.wide[device] if args.wide_pool else data.train[device]
+            fit, valid = split(full, seed)
+            start = time.perf_counter()
+            model = make_distiller("scratch").fit(None, DeviceData(device, fit, valid,
+                                                                   unlabelled(full)), settings)
+            rows.append({"method": "full", "device": device, "step": step,
+                         "secs": round(time.perf_counter() - start, 2),
+                         **mean_row(data.evaluate(model, device)), "n_labelled": len(full)})
+            log(f"  {device} full pool ({len(full)} programs): top1 {rows[-1]['top1']:.3f}")
     # forgetting: each earlier device, right after its step vs with the chain's final model
     for m in args.methods:
         if m == "scratch":
@@ -207,7 +229,94 @@ def main_run(args) -> None:
                 with open(args.results, "a") as fh:
                     for r in rows:
                         fh.write(json.dumps({"backbone": backbone, "order": ",".join(order),
-                                             "seed": seed, "share": args.share, **r}) + "\n")
+                                             "seed": seed, "share": args.share,
+                                             "pool": "wide" if args.wide_pool else "common",
+                                             "sampler": args.sampler, **r}) + "\n")
+
+
+def main_noise(args) -> None:
+    """Per-class differences between two seeds of one model (the noise floor of forgetting)."""
+    from tcl.continual import DeviceData, Settings, make_distiller
+    from tcl.metrics import forgetting_summary
+
+    done = set()
+    if args.noise_results.exists():
+        for line in args.noise_results.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                done.add((r["backbone"], r["device"], tuple(r["seeds"])))
+    devices = sorted({d for o in args.orders for d in o.split(",")[:-1]})
+    data = Data(args, devices)
+    hyper_all = load_hyper(args.params)
+    seeds = list(args.seed_list if args.seed_list else range(args.seeds))
+    for a, b in zip(seeds[0::2], seeds[1::2]):
+        for backbone in args.backbones:
+            hyper = {**hyper_all.get(backbone, {}), **overrides(args.set)}
+            for device in devices:
+                if (backbone, device, (a, b)) in done:
+                    continue
+                evals, secs = [], 0.0
+                for seed in (a, b):
+                    fit, valid = split(data.train[device], seed)
+                    start = time.perf_counter()
+                    model = make_distiller("scratch").fit(None, DeviceData(
+                        device, fit, valid, unlabelled(data.train[device])),
+                        Settings(backbone, hyper, args.kd_new, args.kd_old, args.ewc, seed))
+                    secs += time.perf_counter() - start
+                    evals.append(data.evaluate(model, device))
+                f = forgetting_summary(evals[0], evals[1])
+                log(f"noise {backbone} {device} seeds {a},{b}: top1 {f['top1']['overall']:+.3f}"
+                    f" worst class {f['top1']['worst']:+.3f}, pairwise "
+                    f"{f['pairwise']['overall']:+.3f} worst {f['pairwise']['worst']:+.3f}")
+                with open(args.noise_results, "a") as fh:
+                    fh.write(json.dumps({"kind": "noise", "backbone": backbone, "device": device,
+                                         "seeds": [a, b], "secs": round(secs, 2),
+                                         "top1": [mean_row(e)["top1"] for e in evals],
+                                         "forgetting": f}) + "\n")
+
+
+def noise_table(rows: list[dict], noise: list[dict]) -> list[str]:
+    """Per-class forgetting (mean over seeds and earlier devices) beside the noise floor: the
+    per-class difference between two seeds of one model, as |a - b| (mean) and its worst class
+    (per pair, the largest signed difference over classes and devices, as forgetting's)."""
+    out = ["\n#### Forgetting per operator class against the noise floor (two seeds of one "
+           "model: per-class seed a minus seed b; `noise`: mean absolute difference; "
+           "`noise worst`: per pair the largest difference over classes and devices, as "
+           "forgetting's worst class is taken)\n"]
+    for value in ("top1", "pairwise"):
+        for backbone in sorted({r["backbone"] for r in noise}):
+            nz = [r for r in noise if r["backbone"] == backbone]
+            classes = sorted({c for r in nz for c in r["forgetting"][value]["per_class"]})
+            methods = [m for m in METHODS if any(
+                "forgetting" in r and r["method"] == m and r["backbone"] == backbone
+                for r in rows)]
+            out.append(f"\n{backbone}, {value} (forgetting: mean ± standard error over seeds, "
+                       "each seed's value the mean over the order's earlier devices; both "
+                       "orders pooled)\n")
+            out.append("| class | noise | " + " | ".join(methods) + " |")
+            out.append("|---|---|" + "---|" * len(methods))
+            for c in classes:
+                noise_c = [abs(r["forgetting"][value]["per_class"][c]) for r in nz
+                           if c in r["forgetting"][value]["per_class"]]
+                cells = []
+                for m in methods:
+                    per_seed: dict = {}
+                    for r in rows:
+                        if r.get("method") == m and r["backbone"] == backbone and \
+                                "forgetting" in r and c in r["forgetting"][value]["per_class"]:
+                            per_seed.setdefault((r["order"], r["seed"]), []).append(
+                                r["forgetting"][value]["per_class"][c])
+                    cells.append(mean_se([float(np.mean(v)) for v in per_seed.values()]))
+                out.append(f"| {c} | {np.mean(noise_c):.3f} | " + " | ".join(cells) + " |")
+            pairs: dict = {}
+            for r in nz:
+                pairs.setdefault(tuple(r["seeds"]), []).append(r["forgetting"][value]["worst"])
+            worst = [max(v) for v in pairs.values()]
+            overall = [abs(r["forgetting"][value]["overall"]) for r in nz]
+            out.append(f"| noise worst class (over classes and devices, per pair) | "
+                       f"{mean_se(worst)} | |")
+            out.append(f"| noise overall (mean over networks) | {mean_se(overall)} | |")
+    return out
 
 
 # -- summary -------------------------------------------------------------------------------------
@@ -234,7 +343,7 @@ def summarize(args) -> str:
                    f"right after it is learned (top-1 / pairwise)\n")
         out.append("| method | " + " | ".join(devices) + " | mean top-1 | mean pairwise |")
         out.append("|---|" + "---|" * (len(devices) + 2))
-        for m in METHODS:
+        for m in (*METHODS, "full"):
             mp = later.filter(pl.col("method") == m)
             if mp.is_empty():
                 continue
@@ -259,6 +368,9 @@ def summarize(args) -> str:
             on="method", index="seed", values="top1")
         cells = [mean_se((wide[a] - wide[b]).drop_nulls().to_list())
                  if {a, b} <= set(wide.columns) else "" for a, b in pairs]
+        if "full" in wide.columns:   # --full-rows: the 10% models against the full pool's
+            cells += [f"{m} / full {mean_se((wide[m] / wide['full']).drop_nulls().to_list())}"
+                      for m in ("distill", "finetune") if m in wide.columns]
         out.append(f"| {backbone} | {order.split(',')[0]} first | " + " | ".join(cells) + " |")
     # forgetting
     out.append("\n#### Forgetting at the end of the order (earlier devices: right after their "
@@ -290,11 +402,15 @@ def summarize(args) -> str:
                    f"{mean_se(per_seed('t', np.mean))} | {mean_se(per_seed('tw', max))} "
                    f"({worst_t}) | {mean_se(per_seed('p', np.mean))} | "
                    f"{mean_se(per_seed('pw', max))} ({worst_p}) |")
+    noise = [json.loads(line) for f in args.noise_more if f.exists()
+             for line in f.read_text().splitlines() if line.strip()]
+    if noise:
+        out += noise_table(rows, noise)
     # parameters and time
     out.append("\n#### Parameters and training time per later device\n")
     out.append("| backbone | method | shared | per device | growth per device | seconds |")
     out.append("|---|---|---|---|---|---|")
-    later = frame.filter(pl.col("step") > 0)
+    later = frame.filter((pl.col("step") > 0) & (pl.col("method") != "full"))
     for (backbone, m), part in later.group_by("backbone", "method", maintain_order=True):
         r = part.row(0, named=True)
         growth = r["params_per_device"] / (r["params_shared"] + r["params_per_device"])
@@ -350,6 +466,15 @@ def main() -> None:
     ap.add_argument("--seed-list", type=int, nargs="+",
                     help="only these seeds (split a run over processes)")
     ap.add_argument("--share", type=float, default=0.1)
+    ap.add_argument("--sampler", default="rdu", help="picks each later device's subset")
+    ap.add_argument("--wide-pool", action="store_true",
+                    help="a later device's pool (what the sampler picks from and distillation "
+                    "reads unlabelled) is all its measured training-task programs, not only "
+                    "those every device measured; the labelled count stays --share of the "
+                    "common pool (issue 23 point 2: unlabelled programs are free)")
+    ap.add_argument("--full-rows", action="store_true",
+                    help="also train each later device's model on its whole pool (method "
+                    "'full'): the reference for the 10%% model")
     ap.add_argument("--kd-new", type=float, default=1.0)
     ap.add_argument("--kd-old", type=float, default=1.0)
     ap.add_argument("--ewc", type=float, default=10.0)
@@ -357,17 +482,23 @@ def main() -> None:
                     help="override a backbone hyperparameter (smoke runs: epochs=2)")
     ap.add_argument("--more", type=Path, nargs="*", default=[],
                     help="with --summarize: further results files (runs split over processes)")
+    ap.add_argument("--noise-floor", action="store_true",
+                    help="train two seeds of each earlier device's model and record their "
+                    "per-class differences (the noise floor of forgetting) in --noise-results")
+    ap.add_argument("--noise-results", type=Path,
+                    default=Path("docs/bench-continual-noise.jsonl"))
     ap.add_argument("--summarize", action="store_true")
     ap.add_argument("--plot", type=Path)
     args = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    args.noise_more = [args.noise_results]
     if args.summarize:
         print(summarize(args))
         return
     import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    main_run(args)
+    main_noise(args) if args.noise_floor else main_run(args)
 
 
 if __name__ == "__main__":

@@ -67,17 +67,29 @@ SAMPLERS: dict[str, tuple[str, dict]] = {   # label -> (tcl.samplers name, keywo
     "rdu-global": ("rdu", {"per_task": False}),
     "random": ("random", {}),
     "random-global": ("random", {"per_task": False}),
+    "random-least4": ("random", {"least": 4}),   # fewer tasks, 6 same-task pairs each
     "kcenter": ("kcenter", {}),
     "uncertainty": ("uncertainty", {}),
     "representative": ("representative", {}),
     "rdu-noR": ("rdu", {"r": 0}),
     "rdu-noD": ("rdu", {"d": 0}),
     "rdu-noU": ("rdu", {"u": 0}),
+    "balto": ("balto", {}),
+    # a task's predicted fastest first, then mostly diversity (speed a mild preference)
+    "balto-seeded": ("balto", {"p": 0.25, "top": 1.0}),
+    # the rounds mode of ``tcl collect --rounds``, offline: round 0 from the cold-start ensemble,
+    # each later round's model trained on the picks so far (their labels revealed)
+    "rdu-rounds3": ("rdu", {"rounds": 3}),
+    "typiclust": ("typiclust", {}),
+    # deploy-first (Pool.first_tasks = the deployed networks' tasks): aware protocol only
+    "random-first": ("random", {"first": True}),
+    "balto-first": ("balto", {"first": True}),
 }
 FULL = "full"                       # share 100: the whole pool, no sampler
 SHARES = (2, 5, 10, 20, 50, 100)    # percent of the pool
 SOURCES = {"cpu-avx2": "cpu-sse42", "cpu-sse42": "cpu-avx2", "cpu-avx2-1c": "cpu-sse42"}
 SELECTION_SAMPLERS = ("rdu", "rdu-global", "random", "random-global")
+AWARE_SAMPLERS = ("rdu", "random", "balto", "random-first", "balto-first")
 SELECTION_SHARES = (5, 10, 20, 100)
 KEY = ("protocol", "device", "model", "sampler", "share", "seed")
 
@@ -252,14 +264,19 @@ class Context:
             row = self.selections[key]
             return np.flatnonzero(np.isin(ids, row["ids"])), row["select_s"]
         name, kwargs = SAMPLERS[label]
+        kwargs = dict(kwargs)
+        first = self.device(device).holdout_ids if kwargs.pop("first", False) else None
         model = None if name == "random" else self.ensemble(source, seed)
         view = replace(pool_ps, labels=None, latency=None)   # features only
-        pool = Pool(view, task_weights={t: self.weights[t] for t in np.unique(view.task_ids)})
+        pool = Pool(view, task_weights={t: self.weights[t] for t in np.unique(view.task_ids)},
+                    first_tasks=first)
         notes = []
+        rounds = kwargs.pop("rounds", 1)
         sampler = make_sampler(name, **kwargs, on_note=notes.append)
         start = time.perf_counter()
-        chosen = sampler.select(pool, share / 100 if budget is None else budget, model=model,
-                                seed=seed)
+        k = share / 100 if budget is None else budget
+        chosen = sampler.select(pool, k, model=model, seed=seed) if rounds == 1 else \
+            select_rounds(sampler, pool, pool_ps, k, model, rounds, seed)
         secs = time.perf_counter() - start
         row = {"key": key, "ids": chosen, "select_s": round(secs, 3), "notes": notes}
         with open(self.selections_file, "a") as fh:
@@ -268,6 +285,26 @@ class Context:
             os.fsync(fh.fileno())
         self.selections[key] = row
         return np.flatnonzero(np.isin(ids, chosen)), row["select_s"]
+
+
+def select_rounds(sampler, pool, pool_ps, budget, model, rounds: int, seed: int) -> list[str]:
+    """``tcl collect --rounds`` offline (``tcl.measure.active``: the same per-round split, round
+    model and seeds): round r's model is trained on the labels of rounds 0..r-1's picks."""
+    from tcl.measure.active import Selection
+    from tcl.models import make_model
+    from tcl.samplers import parse_budget
+
+    how = Selection(rounds=rounds, seed=seed)
+    k = parse_budget(budget, len(pool))
+    per_round = [k // rounds + (r < k % rounds) for r in range(rounds)]
+    ids = pool_ps.program_ids.astype(str)
+    chosen: list[str] = []
+    for r, n in enumerate(per_round):
+        if r > 0:
+            picked = relabeled(pool_ps.subset(np.flatnonzero(np.isin(ids, chosen))))
+            model = make_model(how.round_model, **how.round_hyper, seed=seed + r).fit(picked)
+        chosen += sampler.select(pool, n, model=model, already=chosen, seed=seed + r)
+    return chosen
 
 
 def load_hyper(params_file: str) -> dict:
@@ -394,23 +431,31 @@ def plan(args) -> list[tuple[str, list[dict]]]:
     first = [s for s in shares if s in (10, 100)]
     rest = [s for s in shares if s not in (10, 100)]
     phases = []
+    deploy_only = [s for s in SAMPLERS if "first" in SAMPLERS[s][1]]   # need deployed tasks
+    held = [s for s in args.samplers if s not in deploy_only]
     for model in args.models:
         phases.append((f"{model} 10% and 100%",
-                       jobs_for("heldout", args.targets, model, args.samplers, first, args.seeds)))
+                       jobs_for("heldout", args.targets, model, held, first, args.seeds)))
         if model == args.models[0] and args.selection:
-            sel = [s for s in SELECTION_SAMPLERS if s in args.samplers]
+            # the whole list: the per-task / global pairs; a list given: those samplers (the
+            # training side chooses among them without the held-out networks)
+            sel = [s for s in SELECTION_SAMPLERS if s in args.samplers] \
+                if len(args.samplers) == len(SAMPLERS) else held
             phases.append((f"{model} per-task vs global on the training side",
                            jobs_for("selection", args.targets, model, sel,
-                                    list(SELECTION_SHARES), args.seeds)))
+                                    [x for x in SELECTION_SHARES if x in args.shares],
+                                    args.seeds)))
         if model == args.models[0] and args.aware:
             aware = [j for protocol in ("strict", "aware")
                      for j in jobs_for(protocol, args.targets, model,
-                                       [x for x in ("rdu", "random") if x in args.samplers],
-                                       [5, 10, 20, 100], args.seeds)]
+                                       [x for x in AWARE_SAMPLERS if x in args.samplers
+                                        and (protocol == "aware" or x not in deploy_only)],
+                                       [x for x in (5, 10, 20, 100) if x in args.shares],
+                                       args.seeds)]
             phases.append((f"{model} target-aware vs strict hold-out", aware))
         if rest:
             phases.append((f"{model} other shares",
-                           jobs_for("heldout", args.targets, model, args.samplers, rest,
+                           jobs_for("heldout", args.targets, model, held, rest,
                                     args.seeds)))
     return phases
 
@@ -446,6 +491,8 @@ def run(args, phases) -> None:
             if r.get("epochs_rule", "fixed") == args.epochs_rule
             and r.get("early_stop", "picked") == args.early_stop}
     phases = [(n, j) for n, j in phases if args.phase is None or args.phase in n]
+    if args.protocols:
+        phases = [(n, [j for j in jobs if j["protocol"] in args.protocols]) for n, jobs in phases]
     total = sum(len(j) for _, j in phases)
     todo = sum(1 for _, jobs in phases for j in jobs if key_of(j) not in done)
     log(f"{total} cells planned, {total - todo} already in {args.results}, {todo} to run")
@@ -537,6 +584,32 @@ def cell(values, digits: int = 3) -> str:
 def order_samplers(labels) -> list[str]:
     known = [s for s in SAMPLERS if s in labels]
     return known + sorted(set(labels) - set(known) - {FULL})
+
+
+def paired_table(frame: pl.DataFrame, share: int = 10) -> list[str]:
+    """Every sampler minus random at ``share``, paired by seed (top-1 and pairwise), per
+    protocol, device and model; with the full pool's top-1 and the sampler's share of it."""
+    out = [f"#### Every sampler against random at {share}%, paired by seed (mean ± standard "
+           "error of the per-seed difference; `/ full`: top-1 over the full pool's, same seed)",
+           "", "| protocol | device | model | sampler | seeds | top1 | top1 - random | "
+           "pairwise - random | top1 / full |", "|---|---|---|---|---|---|---|---|---|"]
+    for (protocol, device, model), part in frame.group_by("protocol", "device", "model",
+                                                          maintain_order=True):
+        ten = part.filter(pl.col("share") == share)
+        full = dict(part.filter(pl.col("sampler") == FULL).select("seed", "top1").iter_rows())
+        rnd = {m: dict(ten.filter(pl.col("sampler") == "random").select("seed", m).iter_rows())
+               for m in ("top1", "pairwise")}
+        for label in order_samplers(ten["sampler"].unique().to_list()):
+            r = ten.filter(pl.col("sampler") == label)
+            seeds = [x for x in r["seed"].to_list() if x in rnd["top1"]]
+            val = dict(r.select("seed", "top1").iter_rows())
+            pw = dict(r.select("seed", "pairwise").iter_rows())
+            out.append(f"| {protocol} | {device} | {model} | {label} | {len(seeds)} | "
+                       f"{cell(list(val.values()))} | "
+                       f"{cell([val[x] - rnd['top1'][x] for x in seeds])} | "
+                       f"{cell([pw[x] - rnd['pairwise'][x] for x in seeds])} | "
+                       f"{cell([val[x] / full[x] for x in val if x in full])} |")
+    return out + [""]
 
 
 def pool_stats(ctx: Context, devices) -> str:
@@ -631,7 +704,7 @@ def summarize(args) -> str:
             for protocol in ("strict", "aware"):
                 pp = part.filter(pl.col("protocol") == protocol)
                 full = pp.filter(pl.col("sampler") == FULL)["top1"].to_list()
-                for label in ("rdu", "random"):
+                for label in AWARE_SAMPLERS:
                     r = pp.filter(pl.col("sampler") == label)
                     if r.is_empty():
                         continue
@@ -659,6 +732,7 @@ def summarize(args) -> str:
         out.append(f"| {device} | {model} | {len(wide)} | {cell(full)} | {cell(rdu)} | "
                    f"{cell(rdu / full)} | {cell(rnd)} | {cell(rdu - rnd)} | {cell(rdu - full)} |")
     out.append("")
+    out += paired_table(frame)
     sel = frame.filter(pl.col("protocol") == "selection")
     if not sel.is_empty():
         out += ["#### Per-task allocation vs global greedy, training side only (a quarter of the "
@@ -777,6 +851,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="picked: 10%% of the picked programs' tasks stop training early; none: "
                     "train on every picked program for the epochs given")
     ap.add_argument("--phase", help="run only the plan's phases whose name contains this")
+    ap.add_argument("--protocols", help="run only these protocols' cells (comma-separated: "
+                    "heldout, selection, strict, aware)")
     ap.add_argument("--no-aware", dest="aware", action="store_false",
                     help="skip the target-aware vs strict hold-out jobs")
     ap.add_argument("--no-selection", dest="selection", action="store_false",
@@ -797,6 +873,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"shares must be among {SHARES}")
     args.seeds = [int(s) for s in args.seeds.split(",") if s]
     args.source = dict(s.split("=", 1) for s in args.source)
+    args.protocols = [p for p in (args.protocols or "").split(",") if p]
     if args.summarize:
         print(summarize(args))
         return 0

@@ -286,6 +286,12 @@ def cmd_collect(args) -> int:
         extra = _zoo_tasks(paths, args.deploy, "all", None, args.small,
                            extract=not args.dry_run)
         tasks = pl.concat([tasks, extra.join(tasks, on="task_id", how="anti")])
+        args.first_tasks = tuple(extra["task_id"].to_list()) if args.deploy_first else ()
+    elif args.deploy_first:
+        raise TclError("--deploy-first needs --deploy NETWORK...: the networks whose tasks "
+                       "come first")
+    if args.deploy_first and args.per_task == "no":
+        raise TclError("--deploy-first splits the budget per task: drop --per-task no")
     if args.select:
         return _active_collect(args, paths, device, tasks)
     if args.dry_run:
@@ -306,7 +312,8 @@ def _active_collect(args, paths: Paths, device, tasks) -> int:
     from .measure.active import Selection, plan_active, select_and_measure, teacher_model
 
     options = {} if args.per_task is None else {"per_task": args.per_task == "yes"}
-    selection = Selection(args.select, args.budget, args.rounds, options, seed=args.seed)
+    selection = Selection(args.select, args.budget, args.rounds, options, seed=args.seed,
+                          first_tasks=getattr(args, "first_tasks", ()))
     if args.dry_run:  # counts only: no model is loaded, nothing sampled or featurized
         print(plan_active(paths, device, tasks, args.programs_per_task, selection).describe())
         return 0
@@ -584,7 +591,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--batch-size", type=int_in(1, 4096), default=64)
     c.add_argument("--dry-run", action="store_true", help="print the plan and estimated time")
     c.add_argument("--select", choices=["rdu", "random", "kcenter", "uncertainty",
-                                        "representative"],
+                                        "representative", "balto", "typiclust"],
                    help="measure only what this sampler picks from the pool "
                         "(--programs-per-task candidates per task)")
     c.add_argument("--budget", type=budget_arg, default=0.1,
@@ -597,6 +604,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--deploy", nargs="+", metavar="NETWORK",
                    help="with --select: networks the device will run; their candidates join "
                         "the pool (target-aware selection)")
+    c.add_argument("--deploy-first", action="store_true",
+                   help="with --deploy: the budget goes to the deployed networks' tasks first "
+                        "(per task, by zoo weight), the other tasks get what is left")
     c.add_argument("--per-task", choices=["yes", "no"],
                    help="with --select: split the budget over tasks by zoo weight first")
     selection(c)

@@ -36,12 +36,15 @@ class Selection:
     round_model: str = "tenset-mlp"       # trained on the rounds so far, for the next round
     round_hyper: dict[str, Any] = field(default_factory=lambda: {"epochs": 30})
     seed: int = 0
+    first_tasks: tuple[str, ...] = ()     # deploy-first: these tasks' share comes first
 
     def run_id(self, device: str, pool_per_task: int, task_ids: list[str]) -> str:
         """One id per (device, selection, pool): the same command resumes the same run."""
-        key = json.dumps([device, self.sampler, self.budget, self.rounds, self.options,
-                          self.round_model, self.seed, pool_per_task, sorted(task_ids)],
-                         sort_keys=True, default=str)
+        parts = [device, self.sampler, self.budget, self.rounds, self.options,
+                 self.round_model, self.seed, pool_per_task, sorted(task_ids)]
+        if self.first_tasks:   # (only then: earlier runs keep their ids)
+            parts.append(sorted(self.first_tasks))
+        key = json.dumps(parts, sort_keys=True, default=str)
         return f"{self.sampler}-{self.budget}-r{self.rounds}-" \
                f"{hashlib.sha256(key.encode()).hexdigest()[:10]}"
 
@@ -235,7 +238,7 @@ def _select_round(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_ta
     if k == 0:
         return None
     ps = _program_set(frame)
-    pool = Pool(ps, task_weights=weights)
+    pool = Pool(ps, task_weights=weights, first_tasks=selection.first_tasks or None)
     ids = sampler.select(pool, k, model=model, already=taken, seed=selection.seed + r)
     task_of = dict(zip(ps.program_ids.astype(str), ps.task_ids.astype(str)))
     store.write(device.name, run, r, ids, [task_of[i] for i in ids], selection.sampler,

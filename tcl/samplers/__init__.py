@@ -18,6 +18,8 @@ SAMPLERS = ClassRegistry("sampler", {   # name -> (module, class); each class's 
     "uncertainty": ("tcl.samplers.uncertainty", "UncertaintySampler"),
     "representative": ("tcl.samplers.representative", "RepresentativeSampler"),
     "rdu": ("tcl.samplers.rdu", "RDUSampler"),
+    "balto": ("tcl.samplers.balto", "BaltoSampler"),
+    "typiclust": ("tcl.samplers.typiclust", "TypiclustSampler"),
 })
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numbers
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Union
 
@@ -37,15 +37,20 @@ class Pool:
     task_weights: zoo weight per task id (how often the networks run it); equal when None.
     scores: optional (n, m) float array of cost-model scores computed elsewhere (m ensemble
         members or passes); uncertainty reads it when ``select`` gets no model.
+    first_tasks: task ids served first (deploy-first: the tasks of the networks the device
+        will run); in per-task mode the budget is split over them alone, and the other tasks
+        share what their candidates cannot take (``tasks.allocate``).
     """
 
     programs: ProgramSet
     task_weights: Mapping[str, float] | None = None
     scores: np.ndarray | None = None
+    first_tasks: Collection[str] | None = None
     program_ids: np.ndarray = field(init=False, repr=False)
     task: np.ndarray = field(init=False, repr=False)        # (n,) task index 0..n_tasks-1
     task_names: np.ndarray = field(init=False, repr=False)  # (n_tasks,) task ids
     weights: np.ndarray = field(init=False, repr=False)     # (n_tasks,) positive floats
+    first: np.ndarray | None = field(init=False, repr=False)  # (n_tasks,) bool, or None
 
     def __post_init__(self) -> None:
         if not isinstance(self.programs, ProgramSet):
@@ -61,6 +66,12 @@ class Pool:
             else self.programs.group
         self.task_names, self.task = np.unique(np.asarray(keys).astype(str), return_inverse=True)
         self.weights = self._weights()
+        self.first = None
+        if self.first_tasks is not None:
+            if isinstance(self.first_tasks, str):
+                raise TclError("Pool.first_tasks: expected a collection of task ids, not one "
+                               "string")
+            self.first = np.isin(self.task_names, np.asarray(list(self.first_tasks), str))
         if self.scores is not None:
             s = np.asarray(self.scores, dtype=np.float64)
             self.scores = s[:, None] if s.ndim == 1 else s
@@ -105,9 +116,10 @@ class Request:
 class Sampler(ABC):
     """``select(pool, budget, model, already, seed)`` -> program ids to measure, in order.
 
-    per_task: split the budget over tasks by zoo weight first (at least 2 programs for every
-        task that gets any: one program teaches a ranking nothing), then select within each
+    per_task: split the budget over tasks by zoo weight first (at least ``least`` programs for
+        every task that gets any: one program teaches a ranking nothing), then select within each
         task; False: one greedy over the whole pool decides the split.
+    least: per-task mode's minimum for a task that gets any (more: fewer tasks, more pairs).
     on_note: receives notes about a selection (budget cut to the pool, unknown ``already``
         ids); default: ``warnings.warn(note, SamplerWarning)``.
     """
@@ -115,8 +127,11 @@ class Sampler(ABC):
     name: ClassVar[str]
 
     def __init__(self, per_task: bool = True,
-                 on_note: Callable[[str], None] | None = None) -> None:
-        self.per_task = bool(per_task)
+                 on_note: Callable[[str], None] | None = None, least: int = 2) -> None:
+        if isinstance(least, bool) or not isinstance(least, numbers.Integral) or least < 2:
+            raise TclError(f"least = {least!r}: expected an int >= 2 (programs per task that "
+                           "gets any; one program teaches a ranking nothing)")
+        self.per_task, self.least = bool(per_task), int(least)
         self.on_note = on_note or (lambda note: warnings.warn(note, SamplerWarning, 3))
 
     def select(self, pool: Pool, budget: int | float, model: ModelArg = None,
@@ -146,7 +161,10 @@ class Sampler(ABC):
         if self.per_task:
             counts = np.bincount(pool.task, minlength=pool.n_tasks)
             have = np.bincount(pool.task[taken], minlength=pool.n_tasks)
-            quotas = allocate(k, counts - have, pool.weights, have, seed)
+            quotas = allocate(k, counts - have, pool.weights, have, seed, pool.first, self.least)
+        elif pool.first is not None and pool.first.any():
+            raise TclError("deploy-first (Pool.first_tasks) splits the budget per task: use "
+                           "the sampler in per-task mode (per_task=True)")
         index = np.asarray(self._select(Request(pool, k, taken, quotas, model, seed)), np.int64)
         if len(index) != k or len(np.unique(index)) != k or taken[index].any():
             raise AssertionError(f"{type(self).__name__} broke the selection contract")

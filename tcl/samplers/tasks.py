@@ -70,15 +70,23 @@ def proportional(total: int, weights: np.ndarray, lo: np.ndarray, hi: np.ndarray
 
 
 def allocate(k: int, avail: np.ndarray, weights: np.ndarray, have: np.ndarray,
-             seed: int) -> np.ndarray:
+             seed: int, first: np.ndarray | None = None, least: int = 2) -> np.ndarray:
     """Programs per task for a per-task selection: ``k`` in all, split by zoo weight.
 
-    Quotas are proportional to weight, but every task that gets any gets at least 2 programs
-    counting those it already ``has`` (one program teaches a ranking nothing), so a budget too
-    small for every task goes to the heaviest tasks (ties in random order by ``seed``).
-    Caps: ``avail`` per task."""
+    Quotas are proportional to weight, but every task that gets any gets at least ``least``
+    programs counting those it already ``has`` (one program teaches a ranking nothing), so a
+    budget too small for every task goes to the heaviest tasks (ties in random order by
+    ``seed``).
+    Caps: ``avail`` per task. ``first`` (bool per task, deploy-first): the budget is split over
+    those tasks alone, up to their caps, and what is left over the others. ``least`` (default
+    2): more gives more same-task pairs over fewer tasks."""
+    if first is not None and first.any():
+        head = allocate(k, np.where(first, avail, 0), weights, have, seed, None, least)
+        left = k - int(head.sum())
+        return head + (allocate(left, np.where(first, 0, avail), weights, have, seed, None,
+                                least) if left > 0 else 0)
     k = min(k, int(avail.sum()))
-    need = np.where(avail > 0, np.minimum(avail, np.maximum(2 - have, 1)), 0)
+    need = np.where(avail > 0, np.minimum(avail, np.maximum(least - have, 1)), 0)
     tie = np.random.default_rng([seed, 1]).random(len(avail))
     order = np.lexsort((tie, -weights))
     order = order[avail[order] > 0]
