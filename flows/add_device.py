@@ -13,6 +13,7 @@ from flows._common import main, refuse  # first: sets Prefect's defaults before 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NONE
+from prefect.exceptions import MissingContextError
 
 from tcl import add_device as steps
 from tcl.add_device import check_device
@@ -54,8 +55,8 @@ def add_device(device: str = "", params_file: str = "params.yaml",
         check_device(params, device)
     except TclError as e:
         return refuse(e)
-    logger = get_run_logger()
-    run = steps.start_run(params, device, say=logger.info, started=started or time.time())
+    run = steps.start_run(params, device, say=_say(get_run_logger()),
+                          started=started or time.time())
     m = params.measure
     retry = {"retries": m.retries, "retry_delay_seconds": m.retry_delay_s}
     r, chosen = 0, select_task.with_options(**retry)(run, 0)
@@ -75,6 +76,16 @@ def add_device(device: str = "", params_file: str = "params.yaml",
     return {"device": device, "model": result.model, "new_model": result.new_model,
             "selected": result.selected, "measured_now": result.measured_now,
             "secs": result.secs, "total_secs": result.total_secs}
+
+
+def _say(flow_logger):
+    """A log line in the task run it comes from (each step logs as itself), else the flow's."""
+    def say(message: str) -> None:
+        try:
+            get_run_logger().info(message)
+        except MissingContextError:
+            flow_logger.info(message)
+    return say
 
 
 def _key(name: str) -> str:   # artifact keys: lowercase letters, digits and dashes

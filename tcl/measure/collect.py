@@ -13,6 +13,7 @@ measure it, so no program is measured twice (``tcl.store.locks``).
 """
 from __future__ import annotations
 
+import contextvars
 import json
 import re
 import shutil
@@ -299,7 +300,9 @@ class Heartbeat:
         self.report, self.what, self.total, self.stats = report, what, total, stats
         self.every_s = every_s
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, daemon=True, name="tcl-heartbeat")
+        # the caller's context: a Prefect task's logger still knows its task run in the thread
+        self._thread = threading.Thread(target=contextvars.copy_context().run,
+                                        args=(self._beat,), daemon=True, name="tcl-heartbeat")
         self._start = time.perf_counter()
 
     def line(self) -> str:
