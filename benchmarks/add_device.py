@@ -72,17 +72,21 @@ def full_data_model(params_file: Path, device: str):
 
     from tcl import pipeline
     from tcl.continual.run import distill_device
+    from tcl.features import featurize
     from tcl.params import load_params
     from tcl.registry import ModelRegistry
+    from tcl.train import holdout_task_ids
 
     params = load_params(params_file)
-    params = replace(params, continual=replace(params.continual, first=device, then={}))
+    params = replace(params, continual=replace(params.continual, sequence=(device,)))
     found = [e for e in ModelRegistry(params.paths).entries(device)
              if e.method == "scratch" and e.backbone == params.continual.backbone]
     if found:
         return found[-1]
     log(f"featurizing and training {device}'s full-data model")
     pipeline.run_featurize(params, progress=False)
+    # the scores read every held-out task the device measured, not only the selected ones
+    featurize(params.paths, task_ids=sorted(holdout_task_ids(params.paths)), progress=False)
     return distill_device(params, device, say=log).entry
 
 
@@ -130,7 +134,7 @@ def bench(args) -> None:
         shutil.rmtree(params.paths.records_dir / f"device={args.device}", ignore_errors=True)
     profile = BUILTIN_DEVICES[args.profile]
     reference = full_data_model(params_file, args.profile)          # first: older than the
-    teacher = full_data_model(params_file, params.continual.first)  # teacher
+    teacher = full_data_model(params_file, params.continual.sequence[0])  # teacher
     resumed = bool(RecordStore(params.paths).files(args.device))
     target = json.dumps(profile.target)
     log(f"dry run of {args.device} (target {target})")

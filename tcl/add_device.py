@@ -184,11 +184,16 @@ def select_step(run: AddDeviceRun, r: int = 0) -> pl.DataFrame | None:
         if run.active is None:
             p = run.params
             sample_pool(p.paths, run.held, p.sample.programs_per_task, p.sample.seed)
+            found = similar_device(p, run.device)
+            if found is not None:
+                run.say(f"add-device {run.device.name}: time estimates at {found[1]:.2f} "
+                        f"records/s, the measured rate of {found[0]} ({found[2]})")
             run.active = ActiveRun(p.paths, run.device, run.train, p.sample.programs_per_task,
                                    _selection(p), model=run.teacher_model.for_device(
                                        run.teacher.device),
                                    batch_size=p.measure.batch_size, progress=run.progress,
-                                   say=run.say, model_name=run.teacher.id, report=run.say)
+                                   say=run.say, model_name=run.teacher.id, report=run.say,
+                                   records_per_sec=found[1] if found else None)
         return run.active.select(r) if r < run.active.rounds else None
     return run.timed("selection", select)
 
@@ -348,14 +353,15 @@ def plan_add_device(params: Params, device: Device, probe_s: float = PROBE_S,
 
 
 def similar_device(params: Params, device: Device) -> tuple[str, float, str] | None:
-    """(name, records/s, why) of the registered device most like ``device`` with enough records
-    for a rate (``records_rate``): same host first, then the same target kind, core count and
-    CPU; None when no device of the same target kind and host kind (local or remote) has."""
+    """(name, records/s, why) of the registered device most like ``device`` (itself, once it has
+    records) with enough records for a rate (``records_rate``): same host first, then the same
+    core count and CPU; only devices of the same target kind and host kind (local or remote);
+    None when none has enough."""
     store = RecordStore(params.paths)
     hosts = {device.host_cpu} | (set() if device.is_remote else {host_cpu_model()})
     best = None
-    for name, other in DeviceRegistry(params.paths).all().items():
-        if name == device.name or other.target.get("kind") != device.target.get("kind") \
+    for name, other in DeviceRegistry(params.paths).all().items():   # itself, if it has some
+        if other.target.get("kind") != device.target.get("kind") \
                 or other.is_remote != device.is_remote:
             continue
         frame = store.read(name, columns=["measured_at", "host_cpu"])
@@ -368,11 +374,11 @@ def similar_device(params: Params, device: Device) -> tuple[str, float, str] | N
             rate = records_rate(frame["measured_at"])
         if rate is None:
             continue
-        same = [same_host, other.num_cores == device.num_cores,
+        same = [name == device.name, same_host, other.num_cores == device.num_cores,
                 other.target.get("mcpu") == device.target.get("mcpu")]
         if best is None or same > best[0]:
-            why = ", ".join(w for w, s in zip(("same host", "same core count", "same CPU"), same)
-                            if s)
+            why = ", ".join(w for w, s in zip(("this device", "same host", "same core count",
+                                               "same CPU"), same) if s)
             best = (same, name, rate, f"{why or 'same target kind only'}; "
                                       f"target {other.target.get('kind')}")
     return None if best is None else best[1:]

@@ -165,13 +165,17 @@ class ActiveRun:
     """One active collection, round by round: ``select(r)`` stores round ``r``'s picks (or
     reads them, when an earlier run stored them), ``measure(r, picks)`` measures them. The
     add-device flow runs the two as separate steps; ``select_and_measure`` runs them in turn.
-    Constructing it samples the pool's missing candidates and plans the run (``plan_active``).
+    Constructing it samples the pool's missing candidates and plans the run (``plan_active``;
+    ``records_per_sec`` replaces the plan's rate, e.g. for a device with no records yet).
     """
 
     def __init__(self, paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task: int,
                  selection: Selection, model=None, batch_size: int = 64,
                  progress: bool = True, say: Callable[[str], None] = print,
-                 model_name: str = "", report: Callable[[str], None] | None = None):
+                 model_name: str = "", report: Callable[[str], None] | None = None,
+                 records_per_sec: float | None = None):
+        from dataclasses import replace
+
         from ..samplers import make_sampler
 
         self.paths, self.device, self.tasks, self.selection = paths, device, tasks, selection
@@ -179,6 +183,8 @@ class ActiveRun:
         self.say, self.report = say, report
         sample_pool(paths, tasks, pool_per_task, selection.seed)  # the plan counts stored ones
         self.plan = plan_active(paths, device, tasks, pool_per_task, selection)
+        if records_per_sec:   # the caller knows better (e.g. a similar device's measured rate)
+            self.plan = replace(self.plan, records_per_sec=records_per_sec)
         self.stats = ActiveStats()
         if self.plan.budget == 0:
             say(f"select {device.name}: nothing to select: every candidate of the {len(tasks)} "
