@@ -36,7 +36,7 @@ from . import pipeline
 from .config import TclError
 from .continual.run import (DistillJob, DistillResult, fit_distill, prepare_distill,
                             register_distill)
-from .device import Device, DeviceRegistry, host_cpu_model
+from .device import Device, DeviceRegistry
 from .measure.active import ActiveRun, Selection, plan_active, sample_pool
 from .measure.collect import CollectStats, collect, plan as collect_plan, probe_rate, \
     records_rate
@@ -358,7 +358,9 @@ def similar_device(params: Params, device: Device) -> tuple[str, float, str] | N
     core count and CPU; only devices of the same target kind and host kind (local or remote);
     None when none has enough."""
     store = RecordStore(params.paths)
-    hosts = {device.host_cpu} | (set() if device.is_remote else {host_cpu_model()})
+    # A rate is the hardware's: only the full host identity counts as the same host (records
+    # from before hosts were told apart carry the bare model name of any host of that model).
+    hosts = [device.host_cpu]
     best = None
     for name, other in DeviceRegistry(params.paths).all().items():   # itself, if it has some
         if other.target.get("kind") != device.target.get("kind") \
@@ -367,7 +369,7 @@ def similar_device(params: Params, device: Device) -> tuple[str, float, str] | N
         frame = store.read(name, columns=["measured_at", "host_cpu"])
         if frame.is_empty():
             continue
-        here = frame.filter(pl.col("host_cpu").is_in(list(hosts)))
+        here = frame.filter(pl.col("host_cpu").is_in(hosts))
         rate = records_rate(here["measured_at"])
         same_host = rate is not None
         if rate is None:
