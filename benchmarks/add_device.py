@@ -17,7 +17,8 @@ On a copy of a data root (``--data``, copied once to ``--work``; the original is
 ``--max-train-tasks`` / ``--max-holdout-tasks`` / ``--budget`` / ``--eval-programs`` make it
 smaller (they override the params file in the copy). Resumable and idempotent: the copy, the
 models and the device's measurements are reused; a finished run's JSON (``--results``) is
-printed, not rerun (``--again`` removes it and the device's records for a fresh run).
+printed, not rerun (``--again`` removes it and the device's records and selections for a
+fresh run; its earlier models stay registered).
 
     OMP_NUM_THREADS=1 python benchmarks/add_device.py --data data --work /tmp/tcl-bench-add-device \\
         --max-train-tasks 60 --max-holdout-tasks 40
@@ -91,10 +92,14 @@ def full_data_model(params_file: Path, device: str):
 
 
 def run_cli(params_file: Path, *argv: str) -> tuple[float, str]:
+    """Wall seconds and stdout of ``tcl ARGV --params FILE``; its whole output is kept in
+    ``<work>/tcl-<argv>.log`` (the progress lines among it)."""
     t0 = time.time()
     out = subprocess.run([sys.executable, "-m", "tcl.cli", *argv, "--params", str(params_file)],
                          cwd=params_file.parent, text=True, capture_output=True)
     secs = time.time() - t0
+    name = "-".join(a for a in argv if not a.startswith("{"))
+    (params_file.parent / f"tcl-{name}.log").write_text(out.stdout + out.stderr)
     if out.returncode != 0:
         raise SystemExit(f"tcl {' '.join(argv)} failed ({out.returncode}):\n"
                          f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
@@ -131,7 +136,8 @@ def bench(args) -> None:
     params = load_params(params_file)
     if args.again:
         results.unlink(missing_ok=True)
-        shutil.rmtree(params.paths.records_dir / f"device={args.device}", ignore_errors=True)
+        for folder in (params.paths.records_dir, params.paths.root / "selections"):
+            shutil.rmtree(folder / f"device={args.device}", ignore_errors=True)
     profile = BUILTIN_DEVICES[args.profile]
     reference = full_data_model(params_file, args.profile)          # first: older than the
     teacher = full_data_model(params_file, params.continual.sequence[0])  # teacher
