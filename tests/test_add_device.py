@@ -181,7 +181,8 @@ def test_a_collection_reports_progress_while_it_measures(first_model):
                     report=lines.append, what="measure watched", every_s=0.2)
     assert stats.measured == 8 and lines, lines
     assert all(re.match(r"measure watched: \d+ of 8 programs measured, [\d.]+ records/s, "
-                        r"ETA (\d+ s|after the first batch) \(\d+ s so far\)$", line)
+                        r"ETA (\d+ s|after the first results) \(\d+ s so far"
+                        r"(; a batch is (building|running))?\)$", line)
                for line in lines), lines
 
 

@@ -60,6 +60,10 @@ class CollectStats:
     run_secs: float = 0.0
     wall_secs: float = 0.0
     per_status: dict[str, int] = field(default_factory=dict)
+    # the batch in flight, for progress lines: "building", "running" (``ran`` of it timed so
+    # far, not stored yet) or "" between batches
+    phase: str = ""
+    ran: int = 0
 
     @property
     def other_secs(self) -> float:
@@ -227,6 +231,7 @@ def _measure_batch(device: Device, jobs: list[Job], builder, runner,
     if not inputs:
         return rows
     t0 = time.perf_counter()
+    stats.phase, stats.ran = "building", 0
     built = builder.build(inputs)
     build_secs = time.perf_counter() - t0
     stats.build_secs += build_secs
@@ -242,8 +247,9 @@ def _measure_batch(device: Device, jobs: list[Job], builder, runner,
     t0 = time.perf_counter()
     # The Python runner behind TVM's derived-object wrapper: its futures keep their Python
     # type (through the FFI an RPCRunnerFuture comes back as a bare RunnerFuture).
+    stats.phase = "running"
     futures = getattr(runner, "_inst", runner).run(run_inputs) if run_inputs else []
-    results = _results(futures, rpc_answer_secs(device))
+    results = _results(futures, rpc_answer_secs(device), stats)
     stats.run_secs += time.perf_counter() - t0
     for (job, artifact), res in zip(run_slots, results):
         if res.error_msg:
@@ -270,9 +276,10 @@ def rpc_answer_secs(device: Device) -> float:
     return 3 * device.measure.timeout_sec + 10
 
 
-def _results(futures: list, answer_secs: float) -> list:
+def _results(futures: list, answer_secs: float, stats: CollectStats | None = None) -> list:
     """The futures' results; an RPC future with no answer in ``answer_secs`` (each, in turn)
-    fails, and so do the rest of the batch, as infrastructure failures."""
+    fails, and so do the rest of the batch, as infrastructure failures. ``stats.ran`` counts
+    the results in (progress lines)."""
     import concurrent.futures
 
     out, gone = [], None
@@ -288,6 +295,8 @@ def _results(futures: list, answer_secs: float) -> list:
         if gone and hasattr(f, "future"):
             f.future.cancel()  # queued runs would start new workers that hang the same way
         out.append(_NoAnswer(gone) if gone else f.result())
+        if stats is not None:
+            stats.ran += 1
     return out
 
 
@@ -307,12 +316,13 @@ class Heartbeat:
 
     def line(self) -> str:
         secs = time.perf_counter() - self._start
-        done = self.stats.measured
+        done = self.stats.measured + self.stats.ran   # stored, and timed in the running batch
         rate = done / secs if secs > 0 else 0.0
-        eta = f"ETA {(self.total - done) / rate:.0f} s" if rate > 0 else \
-            "ETA after the first batch"
+        eta = f"ETA {max(self.total - done, 0) / rate:.0f} s" if rate > 0 else \
+            "ETA after the first results"
+        batch = f"; a batch is {self.stats.phase}" if self.stats.phase else ""
         return (f"{self.what}: {done} of {self.total} programs measured, "
-                f"{rate:.2f} records/s, {eta} ({secs:.0f} s so far)")
+                f"{rate:.2f} records/s, {eta} ({secs:.0f} s so far{batch})")
 
     def _beat(self) -> None:
         while not self._stop.wait(self.every_s):
@@ -480,6 +490,7 @@ def _keep(rows: list[dict], device: Device, guard: StopGuard) -> tuple[list[dict
 def _store(store: RecordStore, rows: list[dict], stats: CollectStats, locks: _TaskLocks,
            batch: list[Job]) -> None:
     store.append(rows)  # one atomic file per task of the batch
+    stats.phase, stats.ran = "", 0
     for r in rows:
         stats.per_status[r["status"]] = stats.per_status.get(r["status"], 0) + 1
     stats.measured += len(rows)
