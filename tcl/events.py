@@ -103,16 +103,21 @@ def check_served_params(params_file: str) -> None:
     from prefect.exceptions import ObjectNotFound
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
+    import httpx
+
     url = PREFECT_API_URL.value() or local_server()
-    with temporary_settings(updates={PREFECT_API_URL: url}), \
-            get_client(sync_client=True) as client:
-        try:
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: url}), \
+                get_client(sync_client=True) as client:
             bound = client.read_deployment_by_name(ADD_DEVICE_DEPLOYMENT).parameters \
                 .get("params_file", "")
-        except ObjectNotFound:
-            raise TclError(f"no add-device deployment is served at {url}: start `tcl serve "
-                           f"--params {params_file}` first (or unset PREFECT_API_URL to run "
-                           "the add-device run here); nothing registered or emitted") from None
+    except ObjectNotFound:
+        raise TclError(f"no add-device deployment is served at {url}: start `tcl serve "
+                       f"--params {params_file}` first (or unset PREFECT_API_URL to run "
+                       "the add-device run here); nothing registered or emitted") from None
+    except (httpx.HTTPError, OSError) as e:
+        raise TclError(f"the Prefect API at {url} does not answer ({type(e).__name__}: {e}); "
+                       "nothing registered or emitted") from None
     if not _same_file(params_file, bound):
         raise TclError(f"the add-device deployment served at {url} is bound to {bound}, not "
                        f"{params_file}: it would refuse this run (pass --params {bound}, or "
