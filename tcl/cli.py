@@ -117,8 +117,11 @@ def cmd_device(args) -> int:
                                   min_repeat_ms=args.min_repeat_ms, timeout_sec=args.timeout)
         if args.dry_run:
             return _dry_run_add_device(args, measure)
-        # Checked before anything is registered or emitted: a run that would be refused.
-        params = _add_device_params(args) if args.run else None
+        params = None
+        if args.run:   # before anything is registered or emitted: the definition, the params
+            reg.add(args.name, args.target, rpc_key=args.rpc_key, tracker=args.tracker,
+                    measure=measure, replace=args.replace, dry_run=True)
+            params = _add_device_params(args)   # and a served run that would refuse them
         if reg.is_registered(args.name, args.target, args.rpc_key, args.tracker, measure):
             print(f"device {args.name} is already registered with this definition; "
                   "nothing changed")
