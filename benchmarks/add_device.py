@@ -20,7 +20,7 @@ models and the device's measurements are reused; a finished run's JSON (``--resu
 printed, not rerun (``--again`` removes it and the device's records and selections for a
 fresh run; its earlier models stay registered).
 
-    OMP_NUM_THREADS=1 python benchmarks/add_device.py --data data --work /tmp/tcl-bench-add-device \\
+    OMP_NUM_THREADS=1 python benchmarks/add_device.py --data data \
         --max-train-tasks 60 --max-holdout-tasks 40
 """
 from __future__ import annotations
@@ -31,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -173,7 +174,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", type=Path, default=Path("data"), help="the data root to copy")
     p.add_argument("--params", default="params.yaml")
-    p.add_argument("--work", type=Path, default=Path("/tmp/tcl-bench-add-device"))
+    p.add_argument("--work", type=Path,
+                   default=Path(tempfile.gettempdir()) / "tcl-bench-add-device",
+                   help="where the copy of the data root goes (default: the temp directory)")
     p.add_argument("--device", default="bench-host")
     p.add_argument("--profile", default="cpu-sse42",
                    help="a built-in profile this host runs: the new device's target")
