@@ -1,33 +1,54 @@
 """The add-device run: a newly registered device gets its own model, and nothing else changes.
 
-``add_device_run(params, device)``:
+``add_device_run(params, device)`` runs its steps in order (``start_run`` resolves what they
+share once: the device, the teacher, the tasks); the add-device flow runs the same steps as
+Prefect tasks:
 
-1. samples candidates for the pipeline's tasks (no measurement);
-2. selects ``select.budget`` of the training tasks' candidates with ``select.sampler``, the
-   latest registered model as the cold-start model, and measures only the picks (resumable:
-   ``tcl.measure.active``);
-3. measures ``add_device.eval_programs_per_task`` candidates of every held-out task, the new
-   device's evaluation set;
-4. distills the latest model into one that also serves the new device
-   (``tcl.continual.run.distill_device`` with the latest model's device as teacher);
-5. evaluates it (the new device; forgetting on the earlier ones) and registers it.
+1. ``select_step``: samples candidates for the pipeline's tasks and selects ``select.budget``
+   of the training tasks' candidates with ``select.sampler``, the latest registered model (the
+   teacher) as the cold-start model (``tcl.measure.active``; stored before it is measured);
+2. ``measure_step``: measures the picks (resumable); with ``select.rounds`` > 1, steps 1-2
+   repeat per round;
+3. ``evaluation_step``: measures ``add_device.eval_programs_per_task`` candidates of every
+   held-out task, the new device's evaluation set;
+4. ``featurize_step``: the evaluation set's features;
+5. ``distill_step``: distills the teacher into a model that also serves the new device
+   (``tcl.continual.run``);
+6. ``register_step``: evaluates it (the new device; forgetting on the earlier ones) and
+   registers it.
 
-Earlier devices' records and models are only read. A device whose every measurement failed is
-marked failed (``tcl status`` shows it) and gets no model. Running it again for the same device
-selects, measures and trains nothing new, and says so.
+Each step's seconds are kept (``AddDeviceRun.secs``) and the result ends with the table of
+time from the command to the registered model. Earlier devices' records and models are only
+read. A device whose every measurement failed is marked failed (``tcl status`` shows it) and
+gets no model. Running it again for the same device selects, measures and trains nothing new,
+and says so. ``plan_add_device`` (``tcl device add --dry-run``) says what a run would do and
+how long its measurement takes, writing nothing.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import polars as pl
 
+from . import pipeline
 from .config import TclError
+from .continual.run import (DistillJob, DistillResult, fit_distill, prepare_distill,
+                            register_distill)
 from .device import Device, DeviceRegistry
+from .measure.active import ActiveRun, Selection, plan_active, sample_pool
+from .measure.collect import CollectStats, collect, plan as collect_plan, probe_rate, \
+    records_rate
 from .params import Params
-from .registry import ModelRegistry
-from .store.records import safe_component
+from .registry import Entry, ModelRegistry
+from .status import clear_failed, mark_failed
+from .store.records import RecordStore, safe_component
+
+# The steps of the table that ends a run, in order (``AddDeviceRun.secs``).
+STEPS = ("selection", "measurement", "evaluation set", "featurizing", "distillation",
+         "registration/evaluation")
+PROBE_S = 20.0   # a dry run with no similar device measures this long for its estimate
 
 
 @dataclass
@@ -39,6 +60,8 @@ class AddDeviceResult:
     model: str                # the new model's id
     new_model: bool           # False: nothing new was trained
     metrics: dict
+    secs: dict[str, float] = field(default_factory=dict)   # per step (STEPS)
+    total_secs: float = 0.0   # from the command to the registered model
 
     def markdown(self) -> str:
         m = self.metrics
@@ -60,14 +83,30 @@ class AddDeviceResult:
         if p:
             lines += ["", f"Parameters: {p['shared']} shared + {p['per_device']} per device "
                           f"({p['total']} in all)."]
+        if self.secs:
+            lines += ["", step_table(self.secs, self.total_secs)]
         return "\n".join(lines) + "\n"
+
+
+def step_table(secs: dict[str, float], total: float) -> str:
+    """Markdown: the time from the command to the registered model, per step, with shares;
+    what no step accounts for (start-up: Python, TVM, Prefect) is its own row."""
+    total = max(total, sum(secs.values()))
+    rows = [(s, secs.get(s, 0.0)) for s in STEPS] + \
+        [(s, v) for s, v in secs.items() if s not in STEPS]
+    rows.append(("start-up and other (command, Prefect)", total - sum(v for _, v in rows)))
+    lines = ["| step | seconds | share |", "|---|---:|---:|"]
+    lines += [f"| {s} | {v:.1f} | {v / total:.0%} |" if total > 0 else f"| {s} | {v:.1f} | |"
+              for s, v in rows]
+    lines.append(f"| **command to registered model** | **{total:.1f}** | 100% |")
+    return "\n".join(lines)
 
 
 def _fmt(v) -> str:
     return "" if v is None else f"{v:.3f}"
 
 
-def latest_teacher(params: Params, device: str):
+def latest_teacher(params: Params, device: str) -> Entry:
     """The newest registered model of the continual backbone made for another device."""
     frame = ModelRegistry(params.paths).frame()
     if not frame.is_empty():
@@ -85,48 +124,262 @@ def check_device(params: Params, name: str) -> Device:
     return DeviceRegistry(params.paths).get(safe_component(name, "device name"))
 
 
-def add_device_run(params: Params, device: str, say: Callable[[str], None] = print,
-                   progress: bool = False) -> AddDeviceResult:
-    from . import pipeline
-    from .continual.run import distill_device
-    from .measure.active import Selection, select_and_measure
-    from .measure.collect import collect
-    from .status import clear_failed, mark_failed
-
-    dev = check_device(params, device)   # unknown or path-like: a clear error
-    teacher_entry = latest_teacher(params, device)
-    registry = ModelRegistry(params.paths)
-    teacher = registry.load(teacher_entry).for_device(teacher_entry.device)
-    pipeline.run_sample(params, progress=progress)
-    tasks = pipeline.selected_tasks(params)
-    train, held = tasks.filter(~pl.col("holdout")), tasks.filter(pl.col("holdout"))
+def _selection(params: Params) -> Selection:
     sel = params.select
-    selection = Selection(sel.sampler, sel.budget, sel.rounds, sel.options, seed=sel.seed)
-    stats = select_and_measure(params.paths, dev, train, params.sample.programs_per_task,
-                               selection, model=teacher, batch_size=params.measure.batch_size,
-                               progress=progress, say=say, model_name=teacher_entry.id)
-    evaluation = collect(params.paths, dev, held, params.add_device.eval_programs_per_task,
-                         seed=params.sample.seed, batch_size=params.measure.batch_size,
-                         progress=progress)
-    pipeline.run_featurize(params, progress=progress)   # the evaluation set's features
-    measured_now = stats.collect.measured + evaluation.measured
-    ok = _ok_records(params, device)
-    if ok == 0:
-        reason = (f"no measurement of {device} succeeded "
-                  f"({stats.collect.errors + evaluation.errors} errors this run)")
-        mark_failed(params.paths, device, reason)
+    return Selection(sel.sampler, sel.budget, sel.rounds, sel.options, seed=sel.seed)
+
+
+@dataclass
+class AddDeviceRun:
+    """What the steps of one add-device run share, resolved once by ``start_run``."""
+
+    params: Params
+    device: Device
+    teacher: Entry
+    teacher_model: object          # the teacher, loaded once (a MultiDeviceModel)
+    tasks: pl.DataFrame            # the pipeline's tasks (selected_tasks), computed once
+    say: Callable[[str], None]
+    progress: bool
+    started: float                 # epoch seconds of the command's start
+    secs: dict[str, float] = field(default_factory=dict)
+    active: ActiveRun | None = None
+    evaluation: CollectStats = field(default_factory=CollectStats)
+    job: DistillJob | None = None
+    distilled: tuple | None = None          # (model, train seconds) from distill_step
+    result: DistillResult | None = None
+
+    @property
+    def train(self) -> pl.DataFrame:
+        return self.tasks.filter(~pl.col("holdout"))
+
+    @property
+    def held(self) -> pl.DataFrame:
+        return self.tasks.filter(pl.col("holdout"))
+
+    def timed(self, step: str, fn: Callable, *args, **kwargs):
+        """``fn(*args, **kwargs)``, its seconds added to ``step``'s."""
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.secs[step] = self.secs.get(step, 0.0) + time.perf_counter() - t0
+
+
+def start_run(params: Params, device: str, say: Callable[[str], None] = print,
+              progress: bool = False, started: float | None = None) -> AddDeviceRun:
+    """Resolve the device, the teacher (resolved and loaded here only) and the tasks."""
+    dev = check_device(params, device)   # unknown or path-like: a clear error
+    teacher = latest_teacher(params, device)
+    model = ModelRegistry(params.paths).load(teacher)
+    say(f"add-device {device}: teacher model {teacher.id} ({teacher.device}, "
+        f"{teacher.method})")
+    return AddDeviceRun(params, dev, teacher, model, pipeline.selected_tasks(params), say,
+                        progress, time.time() if started is None else started)
+
+
+def select_step(run: AddDeviceRun, r: int = 0) -> pl.DataFrame | None:
+    """Round ``r``'s picks (round 0 first samples the candidates and plans the selection);
+    None when nothing is left to select."""
+    def select() -> pl.DataFrame | None:
+        if run.active is None:
+            p = run.params
+            sample_pool(p.paths, run.held, p.sample.programs_per_task, p.sample.seed)
+            found = similar_device(p, run.device)
+            if found is not None:
+                run.say(f"add-device {run.device.name}: time estimates at {found[1]:.2f} "
+                        f"records/s, the measured rate of {found[0]} ({found[2]})")
+            run.active = ActiveRun(p.paths, run.device, run.train, p.sample.programs_per_task,
+                                   _selection(p), model=run.teacher_model.for_device(
+                                       run.teacher.device),
+                                   batch_size=p.measure.batch_size, progress=run.progress,
+                                   say=run.say, model_name=run.teacher.id, report=run.say,
+                                   records_per_sec=found[1] if found else None)
+        return run.active.select(r) if r < run.active.rounds else None
+    return run.timed("selection", select)
+
+
+def rounds(run: AddDeviceRun) -> int:
+    """Selection rounds of the run (known after ``select_step(run, 0)``)."""
+    return run.active.rounds if run.active is not None else run.params.select.rounds
+
+
+def measure_step(run: AddDeviceRun, r: int, chosen: pl.DataFrame) -> CollectStats:
+    """Measure round ``r``'s picks; resumable (what is stored is skipped)."""
+    return run.timed("measurement", run.active.measure, r, chosen)
+
+
+def evaluation_step(run: AddDeviceRun) -> CollectStats:
+    """Measure the new device's evaluation set (held-out tasks); resumable."""
+    p = run.params
+    got = run.timed("evaluation set", collect, p.paths, run.device, run.held,
+                    p.add_device.eval_programs_per_task, seed=p.sample.seed,
+                    batch_size=p.measure.batch_size, progress=run.progress, report=run.say,
+                    what=f"measure {run.device.name} evaluation set")
+    run.evaluation = got
+    run.say(f"evaluation set {run.device.name}: {got.measured} measured now ({got.errors} "
+            f"errors), {got.skipped} measured before")
+    return got
+
+
+def featurize_step(run: AddDeviceRun) -> int:
+    """Features of the programs measured so far (the evaluation set's); then a device whose
+    every measurement failed is marked failed and the run stops."""
+    p, device = run.params, run.device.name
+    n = run.timed("featurizing", pipeline.run_featurize, p, progress=run.progress,
+                  task_ids=run.tasks["task_id"].to_list())
+    if _ok_records(p, device) == 0:
+        errors = run.evaluation.errors + (run.active.stats.collect.errors if run.active else 0)
+        reason = f"no measurement of {device} succeeded ({errors} errors this run)"
+        mark_failed(p.paths, device, reason)
         raise TclError(f"device {device!r}: {reason}; it is marked failed (`tcl status`) and "
                        "gets no model. Check its target and host, then run it again")
-    clear_failed(params.paths, device)
-    run_params = replace(params, continual=replace(params.continual, subset_from="selections"))
-    result = distill_device(run_params, device, say=say, teacher_device=teacher_entry.device)
-    selected = sum(r["selected"] for r in stats.rounds)
-    return AddDeviceResult(device, teacher_entry.id, selected, measured_now, result.entry.id,
-                           result.new, result.metrics)
+    clear_failed(p.paths, device)
+    return n
+
+
+def distill_step(run: AddDeviceRun) -> bool:
+    """Train the student from the teacher (passed down, not resolved again); False when the
+    same inputs made a registered model already (nothing trained)."""
+    def distill() -> bool:
+        run_params = replace(run.params, continual=replace(run.params.continual,
+                                                           subset_from="selections"))
+        job = prepare_distill(run_params, run.device.name, say=run.say,
+                              teacher=(run.teacher, run.teacher_model),
+                              tasks=run.train["task_id"].to_list())
+        if isinstance(job, DistillResult):
+            run.result = job
+            return False
+        run.job, run.distilled = job, fit_distill(job)
+        return True
+    return run.timed("distillation", distill)
+
+
+def register_step(run: AddDeviceRun) -> AddDeviceResult:
+    """Evaluate and register the student (unless nothing was new); the run's result, with the
+    table of its steps' seconds."""
+    if run.result is None:
+        run.result = run.timed("registration/evaluation", register_distill, run.job,
+                               *run.distilled, say=run.say)
+    stats = run.active.stats if run.active is not None else None
+    selected = sum(r["selected"] for r in stats.rounds) if stats else 0
+    measured_now = (stats.collect.measured if stats else 0) + run.evaluation.measured
+    r = run.result
+    return AddDeviceResult(run.device.name, run.teacher.id, selected, measured_now, r.entry.id,
+                           r.new, r.metrics, dict(run.secs), time.time() - run.started)
+
+
+def add_device_run(params: Params, device: str, say: Callable[[str], None] = print,
+                   progress: bool = False, started: float | None = None) -> AddDeviceResult:
+    """The steps in order (the module docstring); ``started``: the command's start (epoch
+    seconds) for the table's total, default now."""
+    run = start_run(params, device, say, progress, started)
+    r, chosen = 0, select_step(run, 0)
+    while chosen is not None:
+        measure_step(run, r, chosen)
+        r += 1
+        chosen = select_step(run, r) if r < rounds(run) else None
+    evaluation_step(run)
+    featurize_step(run)
+    distill_step(run)
+    return register_step(run)
 
 
 def _ok_records(params: Params, device: str) -> int:
-    from .store.catalog import query
+    from .store.catalog import records
 
-    return int(query(params.paths, f"select count(*) n from records where device = "
-                                   f"'{device.replace(chr(39), '')}' and status = 'ok'")["n"][0])
+    return records(params.paths, device, ("record_id",), status="ok").height
+
+
+# -- the dry run ---------------------------------------------------------------------------------
+@dataclass
+class AddDevicePlan:
+    device: Device
+    teacher: Entry
+    pool: int                  # unmeasured candidates of the training tasks
+    to_sample: int             # of the pool: not sampled yet
+    budget: int                # programs the selection measures
+    eval_tasks: int
+    eval_programs: int         # the evaluation set's programs still to measure
+    rate: float                # records per second the estimate assumes
+    source: str                # where the rate comes from
+    distill_secs: float | None  # the teacher's own training time, if registered
+
+    @property
+    def measure_secs(self) -> float:
+        return (self.budget + self.eval_programs) / self.rate
+
+    def describe(self) -> str:
+        lines = [f"dry run: device {self.device.name} (target {self.device.target}; nothing "
+                 "registered, sampled or measured)",
+                 f"teacher: model {self.teacher.id} ({self.teacher.device})",
+                 f"pool: {self.pool} unmeasured candidates of the training tasks"
+                 + (f" ({self.to_sample} still to sample)" if self.to_sample else ""),
+                 f"budget: {self.budget} programs to select and measure "
+                 f"({self.budget / max(self.pool, 1):.1%} of the pool)",
+                 f"evaluation set: {self.eval_programs} programs of {self.eval_tasks} held-out "
+                 "tasks to measure",
+                 f"estimate: {self.measure_secs:.0f} s of measurement ({self.budget} + "
+                 f"{self.eval_programs} programs at {self.rate:.2f} records/s, {self.source})"]
+        if self.distill_secs is not None:
+            lines.append(f"  + about {self.distill_secs:.0f} s of distillation (the teacher's "
+                         "own training time); sampling and featurizing not counted")
+        return "\n".join(lines)
+
+
+def plan_add_device(params: Params, device: Device, probe_s: float = PROBE_S,
+                    say: Callable[[str], None] = print) -> AddDevicePlan:
+    """What an add-device run of ``device`` (registered or not) would do, from the stored
+    candidates, records and models alone; the estimate's rate comes from the closest device
+    with records (``similar_device``), or else from a probe that measures for ``probe_s``
+    seconds (stored nowhere). Writes nothing but caches."""
+    teacher = latest_teacher(params, device.name)
+    tasks = pipeline.selected_tasks(params)
+    train, held = tasks.filter(~pl.col("holdout")), tasks.filter(pl.col("holdout"))
+    active = plan_active(params.paths, device, train, params.sample.programs_per_task,
+                         _selection(params))
+    evaluation = collect_plan(params.paths, device, held, params.add_device.eval_programs_per_task)
+    found = similar_device(params, device)
+    if found is not None:
+        name, rate, why = found
+        source = f"measured rate of {name}, the closest device with records ({why})"
+    else:
+        say(f"dry run: no similar device has records; measuring {device.name} for "
+            f"{probe_s:.0f} s to estimate its rate (nothing is stored)")
+        rate, n = probe_rate(params.paths, device, tasks, probe_s)
+        source = f"a {probe_s:.0f} s probe: {n} programs measured on {device.name}, not stored"
+    return AddDevicePlan(device, teacher, active.pool, active.to_sample, active.budget,
+                         len(held), evaluation.todo, rate, source, teacher.train_secs)
+
+
+def similar_device(params: Params, device: Device) -> tuple[str, float, str] | None:
+    """(name, records/s, why) of the registered device most like ``device`` (itself, once it has
+    records) with enough records for a rate (``records_rate``): same host first, then the same
+    core count and CPU; only devices of the same target kind and host kind (local or remote);
+    None when none has enough."""
+    store = RecordStore(params.paths)
+    # A rate is the hardware's: only the full host identity counts as the same host (records
+    # from before hosts were told apart carry the bare model name of any host of that model).
+    hosts = [device.host_cpu]
+    best = None
+    for name, other in DeviceRegistry(params.paths).all().items():   # itself, if it has some
+        if other.target.get("kind") != device.target.get("kind") \
+                or other.is_remote != device.is_remote:
+            continue
+        frame = store.read(name, columns=["measured_at", "host_cpu"])
+        if frame.is_empty():
+            continue
+        here = frame.filter(pl.col("host_cpu").is_in(hosts))
+        rate = records_rate(here["measured_at"])
+        same_host = rate is not None
+        if rate is None:
+            rate = records_rate(frame["measured_at"])
+        if rate is None:
+            continue
+        same = [name == device.name, same_host, other.num_cores == device.num_cores,
+                other.target.get("mcpu") == device.target.get("mcpu")]
+        if best is None or same > best[0]:
+            why = ", ".join(w for w, s in zip(("this device", "same host", "same core count",
+                                               "same CPU"), same) if s)
+            best = (same, name, rate, f"{why or 'same target kind only'}; "
+                                      f"target {other.target.get('kind')}")
+    return None if best is None else best[1:]

@@ -116,6 +116,13 @@ def cmd_device(args) -> int:
     if args.action == "add":
         measure = MeasureSettings(number=args.number, repeat=args.repeat,
                                   min_repeat_ms=args.min_repeat_ms, timeout_sec=args.timeout)
+        if args.dry_run:
+            return _dry_run_add_device(args, measure)
+        params = None
+        if args.run:   # before anything is registered or emitted: the definition, the params
+            reg.add(args.name, args.target, rpc_key=args.rpc_key, tracker=args.tracker,
+                    measure=measure, replace=args.replace, dry_run=True)
+            params = _add_device_params(args)   # and a served run that would refuse them
         if reg.is_registered(args.name, args.target, args.rpc_key, args.tracker, measure):
             print(f"device {args.name} is already registered with this definition; "
                   "nothing changed")
@@ -124,7 +131,7 @@ def cmd_device(args) -> int:
                         measure=measure, replace=args.replace, check=_tracker_check(args))
             print(f"added device {d.name}: {json.dumps(d.target)}")
         if args.run:
-            return _trigger_add_device(args)
+            return _trigger_add_device(args, params)
         return 0
     for d in reg.all().values():
         try:
@@ -157,17 +164,33 @@ def _tracker_check(args):
     return check
 
 
-def _trigger_add_device(args) -> int:
-    """Emit ``tcl.device.added``; with no Prefect server to react to it, run the flow here."""
+def _add_device_params(args):
+    """The add-device run's params, checked before the device is registered: the params file
+    (validated), its data root (the one --data names, if given) and, where a Prefect server is
+    to run it, the params file that server's add-device deployment is bound to (a served run
+    with another one would be refused after the event was emitted)."""
     from . import prefect_setup  # noqa: F401  (Prefect's defaults, before Prefect loads)
 
-    from .events import emit_device_added, server_configured
+    from .events import check_served_params, server_configured
     from .params import load_params
 
     params = load_params(args.params)   # validated before anything runs
     if args.data and Path(args.data).resolve() != params.paths.root:
         raise TclError(f"--data {args.data} is not {args.params}'s data root "
                        f"({params.paths.root}); the add-device run uses the params file's")
+    if server_configured():
+        check_served_params(args.params)
+    return params
+
+
+def _trigger_add_device(args, params) -> int:
+    """Emit ``tcl.device.added``; with no Prefect server to react to it, run the flow here and
+    print the table of its steps' times."""
+    import psutil
+
+    from .add_device import step_table
+    from .events import emit_device_added, server_configured
+
     if server_configured():
         emit_device_added(args.name, args.params)
         print(f"emitted {args.name!r} as tcl.device.added: the add-device deployment that "
@@ -177,7 +200,29 @@ def _trigger_add_device(args) -> int:
     from .prefect_setup import run_flow
 
     emit_device_added(args.name, args.params)   # recorded by the ephemeral API, if any
-    run_flow(add_device, device=args.name, params_file=args.params)
+    out = run_flow(add_device, device=args.name, params_file=args.params,
+                   started=psutil.Process().create_time())
+    if isinstance(out, dict) and out.get("secs"):
+        print(f"time from the command to the registered model ({args.name}):")
+        print(step_table(out["secs"], out["total_secs"]))
+    return 0
+
+
+def _dry_run_add_device(args, measure) -> int:
+    """``tcl device add --dry-run``: the plan of the add-device run (pool, budget, evaluation
+    set, estimated time); nothing registered, sampled, measured or written but caches."""
+    from .add_device import plan_add_device
+    from .device import DeviceRegistry
+    from .params import load_params
+
+    params = load_params(args.params)
+    if args.data and Path(args.data).resolve() != params.paths.root:
+        raise TclError(f"--data {args.data} is not {args.params}'s data root "
+                       f"({params.paths.root}); the add-device run uses the params file's")
+    device = DeviceRegistry(params.paths).add(args.name, args.target, rpc_key=args.rpc_key,
+                                              tracker=args.tracker, measure=measure,
+                                              replace=args.replace, dry_run=True)
+    print(plan_add_device(params, device, say=lambda s: print(s, file=sys.stderr)).describe())
     return 0
 
 
@@ -553,6 +598,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the add-device run's params file (default: params.yaml)")
     add.add_argument("--replace", action="store_true",
                      help="redefine an existing device (refused while it has records)")
+    add.add_argument("--dry-run", action="store_true",
+                     help="print the add-device run's plan and estimated time; register, "
+                          "sample and measure nothing")
     d.set_defaults(func=cmd_device)
 
     def selection(sp):

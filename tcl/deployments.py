@@ -4,8 +4,10 @@ flow (on ``add_device.refresh_cron``) and their deployments. ``flows/`` holds th
 over these (``python -m flows.add_device``); tcl never imports ``flows``.
 
 Add-device: a newly registered device gets selected, measured, distilled, evaluated and
-registered (``tcl.add_device.add_device_run``), and the result is published as a Markdown
-artifact (table and plot). Refresh: whatever is new gets its model; every device of
+registered, one Prefect task per step of ``tcl.add_device`` (select, measure, evaluation set,
+featurize, distill, register: each with its own state and log lines; the steps that resume from
+the store retry after an infrastructure failure), and the result is published as a Markdown
+artifact (table, step times and plot). Refresh: whatever is new gets its model; every device of
 ``continual.sequence`` is re-distilled only when its records, teacher or settings changed, and
 every device added later likewise from its own teacher; with nothing new, nothing is trained
 and nothing is registered.
@@ -26,39 +28,88 @@ from pathlib import Path
 from typing import Iterator
 
 from .prefect_setup import refuse  # noqa: I001  (first: sets Prefect's defaults before it loads)
-from prefect import flow
+from prefect import flow, get_run_logger, task
 from prefect import serve as prefect_serve
 from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NONE
 from prefect.events import DeploymentEventTrigger
+from prefect.exceptions import MissingContextError
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.types.entrypoint import EntrypointType
 
-from .add_device import add_device_run, check_device
+from . import add_device as steps
+from .add_device import check_device
 from .config import TclError
 from .events import (DEVICE_ADDED, TRIGGER_PARAMETERS, bind_params, serve_file,
                      served_params)
+from .measure.interrupt import InfrastructureFailure
 from .refresh import refresh_all
+
+
+def _infrastructure(task_, task_run, state) -> bool:
+    """Retry only what the tracker or runner failed (what was stored is kept and skipped);
+    bad input and interrupts fail at once."""
+    return isinstance(state.data, InfrastructureFailure)
+
+
+def _step(name: str, fn, retries: bool = False):
+    """A Prefect task running ``fn`` (a step of ``tcl.add_device``). Its inputs are the run's
+    shared state (in-process objects): no caching, no result persistence."""
+    return task(fn, name=name, cache_policy=NONE, persist_result=False,
+                retry_condition_fn=_infrastructure if retries else None)
+
+
+select_task = _step("select", steps.select_step, retries=True)
+measure_task = _step("measure", steps.measure_step, retries=True)
+evaluation_task = _step("evaluation set", steps.evaluation_step, retries=True)
+featurize_task = _step("featurize", steps.featurize_step)
+distill_task = _step("distill", steps.distill_step)
+register_task = _step("register", steps.register_step)
 
 
 @flow(name="add-device", log_prints=True)
 def add_device(device: str = "", params_file: str = "params.yaml",
-               event_params_file: str = "") -> dict:
+               event_params_file: str = "", started: float = 0.0) -> dict:
     """Select, measure, distill, evaluate and register ``device``'s model. Served, it uses only
     the params file ``tcl serve`` bound; ``event_params_file`` (what a ``tcl.device.added``
-    event named) is only compared with it (``tcl.events.served_params``)."""
+    event named) is only compared with it (``tcl.events.served_params``). ``started``: when
+    the command started (epoch seconds; 0: the flow's start), for the table of step times."""
     try:
         params = served_params(params_file, event_params_file)
         check_device(params, device)
     except TclError as e:
         return refuse(e)
-    result = add_device_run(params, device)
+    run = steps.start_run(params, device, say=_say(get_run_logger()),
+                          started=started or time.time())
+    m = params.measure
+    retry = {"retries": m.retries, "retry_delay_seconds": m.retry_delay_s}
+    r, chosen = 0, select_task.with_options(**retry)(run, 0)
+    while chosen is not None:
+        measure_task.with_options(**retry)(run, r, chosen)
+        r += 1
+        chosen = select_task.with_options(**retry)(run, r) if r < steps.rounds(run) else None
+    evaluation_task.with_options(**retry)(run)
+    featurize_task(run)
+    distill_task(run)
+    result = register_task(run)
     plot = params.paths.reports_dir / "add-device" / f"{device}.png"
     text = result.markdown() + _embedded(_plot(result, plot))
     create_markdown_artifact(key=f"add-device-{_key(device)}", markdown=text,
                              description=f"Device {device} added")
     print(result.markdown())
     return {"device": device, "model": result.model, "new_model": result.new_model,
-            "selected": result.selected, "measured_now": result.measured_now}
+            "selected": result.selected, "measured_now": result.measured_now,
+            "secs": result.secs, "total_secs": result.total_secs}
+
+
+def _say(flow_logger):
+    """A log line in the task run it comes from (each step logs as itself), else the flow's."""
+    def say(message: str) -> None:
+        try:
+            get_run_logger().info(message)
+        except MissingContextError:
+            flow_logger.info(message)
+    return say
 
 
 def _key(name: str) -> str:   # artifact keys: lowercase letters, digits and dashes

@@ -235,12 +235,14 @@ class DeviceRegistry:
 
     def add(self, name: str, target: dict[str, Any] | str, rpc_key: str | None = None,
             tracker: str | None = None, measure: MeasureSettings | None = None,
-            replace: bool = False, check: Callable[[Device], None] | None = None) -> Device:
+            replace: bool = False, check: Callable[[Device], None] | None = None,
+            dry_run: bool = False) -> Device:
         """Register a device. One name means one device: the same definition again is a no-op
         (see :meth:`is_registered`), another one is refused unless ``replace`` is given, and a
         replacement is refused while the old device has records in the store. ``check`` runs
         on the validated device before anything is written (the tracker probe of
-        ``tcl device add``): what it raises leaves the registry as it was."""
+        ``tcl device add``): what it raises leaves the registry as it was. ``dry_run``: every
+        check, and the device it would register, but nothing written."""
         from .store.locks import locked
         from .store.records import RecordStore
 
@@ -266,6 +268,13 @@ class DeviceRegistry:
         device = Device(name, target, measure or MeasureSettings(), rpc_key, tracker)
         if check is not None:
             check(device)
+        if dry_run:
+            old = self._user_devices().get(name)
+            if old is not None and old.definition() != device.definition() and not replace:
+                raise TclError(f"device {name!r} is already registered as "
+                               f"{json.dumps(old.definition())}; a run would refuse to "
+                               f"redefine it as {json.dumps(device.definition())}")
+            return device
         with locked(self.paths, "devices", what="the device registry"):
             users = self._user_devices()
             old = users.get(name)

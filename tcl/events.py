@@ -22,6 +22,7 @@ from .config import TclError
 from .params import Params, load_params
 
 DEVICE_ADDED = "tcl.device.added"
+ADD_DEVICE_DEPLOYMENT = "add-device/add-device"   # flow name / deployment name (flows.serve)
 # The params file `tcl serve` was started with (absolute); the flow runs it starts inherit it.
 SERVED_PARAMS = "TCL_SERVED_PARAMS"
 # What a tcl.device.added event sets in the served add-device run: the device (its resource id)
@@ -92,6 +93,36 @@ def server_configured() -> bool:
     from prefect.settings import PREFECT_API_URL
 
     return bool(PREFECT_API_URL.value()) or local_server() is not None
+
+
+def check_served_params(params_file: str) -> None:
+    """Refuse, before anything is emitted, an add-device run the served deployment would
+    refuse: none is served at the configured (or ``tcl serve``'s local) server, or it is bound
+    to another params file (``served_params``)."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    import httpx
+
+    url = PREFECT_API_URL.value() or local_server()
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: url}), \
+                get_client(sync_client=True) as client:
+            bound = client.read_deployment_by_name(ADD_DEVICE_DEPLOYMENT).parameters \
+                .get("params_file", "")
+    except ObjectNotFound:
+        raise TclError(f"no add-device deployment is served at {url}: start `tcl serve "
+                       f"--params {params_file}` first (or unset PREFECT_API_URL to run "
+                       "the add-device run here); nothing registered or emitted") from None
+    except (httpx.HTTPError, OSError) as e:
+        raise TclError(f"the Prefect API at {url} does not answer ({type(e).__name__}: {e}); "
+                       "nothing registered or emitted") from None
+    if not _same_file(params_file, bound):
+        raise TclError(f"the add-device deployment served at {url} is bound to {bound}, not "
+                       f"{params_file}: it would refuse this run (pass --params {bound}, or "
+                       f"serve this file with `tcl serve --params {params_file}`); nothing "
+                       "registered or emitted")
 
 
 def emit_device_added(device: str, params_file: str) -> bool:

@@ -4,6 +4,7 @@ device whose every measurement fails gets no model; `tcl status` says what is pe
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tcl.add_device import STEPS
 from tcl.config import TclError
 
 pytestmark = pytest.mark.slow
@@ -63,6 +65,11 @@ def test_add_device_runs_the_continual_step_once(first_model):
     out = _tcl(root, "device", "add", "board", "--target", BOARD)   # registers, then runs
     text = out.stdout + out.stderr   # the flow's prints go through Prefect's logger
     assert "added device board" in text and "Device board added" in text
+    # the table of step times ends the command's output
+    table = out.stdout[out.stdout.index("time from the command to the registered model"):]
+    for step in STEPS:
+        assert f"| {step} | " in table, table
+    assert "**command to registered model**" in table
     reg = ModelRegistry(params.paths)
     model = reg.latest("board", "tenset-mlp")
     assert model is not None and model.devices == ["cpu-avx2", "board"]
@@ -114,6 +121,92 @@ def test_an_invalid_target_registers_and_runs_nothing(first_model):
     bad = _tcl(root, "device", "add", "broken", "--target", '{"kind": "llvm", "mcpu": "x"}',
                check=False)
     assert bad.returncode == 2 and "broken" not in DeviceRegistry(first_model.paths).all()
+
+
+def _tracked(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``root`` but caches, locks and Prefect's state: (size, mtime_ns)."""
+    skip = {".cache", ".locks", ".prefect", "__pycache__"}
+    return {str(f.relative_to(root)): (f.stat().st_size, f.stat().st_mtime_ns)
+            for f in root.rglob("*") if f.is_file() and not skip & set(f.relative_to(root).parts)}
+
+
+def test_a_dry_run_states_the_plan_and_writes_nothing_tracked(first_model):
+    """`tcl device add --dry-run`: pool, budget, evaluation set and an estimate in seconds with
+    its source: here no device has enough records for a rate, so a probe measures for real
+    (nothing stored); no device is registered and no tracked file changes."""
+    from tcl.device import DeviceRegistry
+
+    root = first_model.source.parent
+    before = _tracked(root)
+    out = _tcl(root, "device", "add", "plan", "--target", BOARD, "--dry-run")
+    text = out.stdout
+    for line in ("pool: ", "budget: ", "evaluation set: ", "estimate: "):
+        assert line in text, text
+    assert re.search(r"estimate: \d+ s of measurement .* records/s, a 20 s probe: \d+ "
+                     r"programs measured on plan, not stored", text), text
+    assert "plan" not in DeviceRegistry(first_model.paths).all()
+    assert _tracked(root) == before
+
+
+def test_a_dry_run_takes_its_rate_from_the_closest_device(first_model, monkeypatch):
+    """With enough records (the minimum lowered for the tiny profile), the estimate comes from
+    the closest registered device's measured rate, named with why it is close."""
+    from tcl.add_device import plan_add_device
+    from tcl.device import Device
+    from tcl.measure import collect
+
+    monkeypatch.setattr(collect, "MIN_RECORDS_FOR_RATE", 4)
+    before = _tracked(first_model.source.parent)
+    plan = plan_add_device(first_model, Device("near", json.loads(BOARD)),
+                           say=lambda s: pytest.fail(f"probed: {s}"))
+    # board (the same target) when the first test registered it, else cpu-avx2 (2 cores)
+    assert re.match(r"measured rate of (board|cpu-avx2), the closest device with records "
+                    r"\(same host, ", plan.source), plan.source
+    assert plan.budget > 0 and plan.eval_programs > 0 and plan.measure_secs > 0
+    assert "estimate: " in plan.describe()
+    assert _tracked(first_model.source.parent) == before
+
+
+def test_a_collection_reports_progress_while_it_measures(first_model):
+    """A progress line (measured of the total, rate, ETA) every ``every_s`` seconds."""
+    from tcl.device import DeviceRegistry
+    from tcl.measure.collect import collect
+    from tcl.pipeline import selected_tasks
+
+    params = first_model
+    _tcl(params.source.parent, "device", "add", "watched", "--target", BOARD, "--no-run")
+    lines: list[str] = []
+    stats = collect(params.paths, DeviceRegistry(params.paths).get("watched"),
+                    selected_tasks(params), 4, batch_size=4, progress=False,
+                    report=lines.append, what="measure watched", every_s=0.2)
+    assert stats.measured == 8 and lines, lines
+    assert all(re.match(r"measure watched: \d+ of 8 programs measured, [\d.]+ records/s, "
+                        r"ETA (\d+ s|after the first results) \(\d+ s so far"
+                        r"(; a batch is (building|running))?\)$", line)
+               for line in lines), lines
+
+
+def test_the_add_device_flow_runs_each_step_as_a_prefect_task(first_model):
+    """A real flow run (in process, Prefect's ephemeral API): its task runs are the steps, each
+    completed; the result carries every step's seconds."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    from flows.add_device import add_device
+
+    params = first_model
+    _tcl(params.source.parent, "device", "add", "stepwise", "--target", BOARD, "--no-run")
+    state = add_device(device="stepwise", params_file=str(params.source), return_state=True)
+    assert state.is_completed(), state
+    out = state.result()
+    assert set(out["secs"]) == set(STEPS) and out["total_secs"] >= sum(out["secs"].values())
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(
+            id=FlowRunFilterId(any_=[state.state_details.flow_run_id])))
+    names = sorted(r.name.rsplit("-", 1)[0] for r in runs)
+    assert names == sorted(["select", "measure", "evaluation set", "featurize", "distill",
+                            "register"]), names
+    assert all(r.state.is_completed() for r in runs)
 
 
 def _free_port() -> int:
@@ -177,6 +270,7 @@ def test_the_event_triggers_the_served_add_device_deployment(first_model, tmp_pa
     import os
     import signal
 
+    from tcl.device import DeviceRegistry
     from tcl.registry import ModelRegistry
 
     params = first_model
@@ -199,6 +293,18 @@ def test_the_event_triggers_the_served_add_device_deployment(first_model, tmp_pa
                                  text=True, capture_output=True)
             return "add-device" in out.stdout and "refresh" in out.stdout
         _wait(served, 180, "tcl serve's deployments", procs)
+        other = tmp_path / "other" / "params.yaml"    # another data root (other/data)
+        other.parent.mkdir()
+        other.write_text(params.source.read_text())
+        # a run the served deployment would refuse: refused here, nothing registered or emitted
+        mismatch = subprocess.run([sys.executable, "-m", "tcl.cli", "device", "add", "board3",
+                                   "--target", BOARD, "--params", str(other)], cwd=root, env=env,
+                                  text=True, capture_output=True, timeout=120)
+        assert mismatch.returncode == 2 and "emitted" not in mismatch.stdout, mismatch
+        assert f"is bound to {params.source.resolve()}, not {other}: it would refuse this run" \
+            in mismatch.stderr, mismatch.stderr
+        assert "board3" not in DeviceRegistry(params.paths).all()
+        assert not (other.parent / "data").exists()
         add = subprocess.run([sys.executable, "-m", "tcl.cli", "device", "add", "board2",
                               "--target", BOARD], cwd=root, env=env, text=True,
                              capture_output=True, timeout=120)
@@ -207,9 +313,6 @@ def test_the_event_triggers_the_served_add_device_deployment(first_model, tmp_pa
         _wait(lambda: ModelRegistry(params.paths).latest("board2") is not None, 600,
               "the add-device run triggered by the event", procs)
         assert ModelRegistry(params.paths).latest("board2").devices[-1] == "board2"
-        other = tmp_path / "other" / "params.yaml"    # another data root (other/data)
-        other.parent.mkdir()
-        other.write_text(params.source.read_text())
         emit = ("import sys; from tcl.events import emit_device_added; "
                 "emit_device_added(sys.argv[1], sys.argv[2])")
         subprocess.run([sys.executable, "-c", emit, "board2", str(other)], cwd=root, env=env,

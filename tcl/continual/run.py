@@ -144,15 +144,50 @@ def snapshot_key(device: str, method: str, settings: Settings, parent: str | Non
     return h.hexdigest()
 
 
+@dataclass
+class DistillJob:
+    """One device's distillation, prepared (``prepare_distill``): what ``fit_distill`` trains
+    on and ``register_distill`` records. The add-device flow runs the three as its steps."""
+
+    params: Params
+    device: str
+    method: str
+    settings: Settings
+    registry: ModelRegistry
+    tasks: list[str]
+    rows: pl.DataFrame
+    pool: pl.DataFrame | None
+    teacher: object | None     # the loaded teacher model (a MultiDeviceModel), or None
+    parent: str | None         # the teacher's registry id
+    key: str                   # the snapshot key (``snapshot_key``)
+
+
 def distill_device(params: Params, device: str, method: str | None = None,
                    say: Callable[[str], None] = print,
-                   teacher_device: str | None = None) -> DistillResult:
-    """Make, evaluate and register ``device``'s model (module docstring). The teacher is the
-    latest model of the device before it in ``continual.sequence``, or of ``teacher_device``
-    (the add-device run: a device that is not in the sequence)."""
-    from . import make_distiller
+                   teacher_device: str | None = None,
+                   teacher: tuple[Entry, object] | None = None,
+                   tasks: list[str] | None = None) -> DistillResult:
+    """Make, evaluate and register ``device``'s model (module docstring): ``prepare_distill``,
+    then ``fit_distill`` and ``register_distill`` unless nothing is new."""
+    job = prepare_distill(params, device, method, say, teacher_device, teacher, tasks)
+    if isinstance(job, DistillResult):
+        return job
+    model, secs = fit_distill(job)
+    return register_distill(job, model, secs, say)
 
+
+def prepare_distill(params: Params, device: str, method: str | None = None,
+                    say: Callable[[str], None] = print, teacher_device: str | None = None,
+                    teacher: tuple[Entry, object] | None = None,
+                    tasks: list[str] | None = None) -> DistillJob | DistillResult:
+    """What ``device``'s distillation trains on, or the registered model (``new`` False) when
+    the same inputs made one already. The teacher is the latest model of the device before it
+    in ``continual.sequence``, or of ``teacher_device`` (a device not in the sequence), or
+    ``teacher``: an (entry, loaded model) pair resolved by the caller (the add-device run
+    resolves and loads it once). ``tasks``: the training task ids, if the caller has them."""
     seq = params.continual.sequence
+    if teacher is not None:
+        teacher_device = teacher[0].device
     if teacher_device is None and device not in seq:
         raise TclError(f"device {device!r} is not in {params.source.name}'s continual sequence "
                        f"({' -> '.join(seq)}); add it to continual.then first")
@@ -162,22 +197,24 @@ def distill_device(params: Params, device: str, method: str | None = None,
     method = method or (params.continual.method if position else "scratch")
     settings = settings_of(params)
     registry = ModelRegistry(params.paths)
-    tasks = training_tasks(params)
+    tasks = sorted(tasks) if tasks is not None else training_tasks(params)
     records = _records(params.paths, device, tasks)
     if records.is_empty():
         raise TclError(f"device {device!r} has no measured record of a training task: "
                        f"measure it (`tcl stage measure --device {device}`) or import its "
                        "records first")
-    teacher, parent = None, None
-    if position:
+    model, parent = None, None
+    if teacher is not None:
+        parent, model = teacher[0].id, teacher[1]
+    elif position:
         found = registry.latest(before, settings.backbone)
         if found is None:
             raise TclError(f"{device!r} comes after {before!r} in continual.sequence, and "
                            f"{before!r} has no {settings.backbone} model yet: run "
                            f"`tcl distill --device {before}` first")
-        teacher, parent = registry.load(found), found.id
+        model, parent = registry.load(found), found.id
     pool = pool_rows(params, tasks) if position else None
-    chosen = subset_ids(params, device, records, teacher, say) if position else \
+    chosen = subset_ids(params, device, records, model, say) if position else \
         set(records["program_id"])
     rows = records.filter(pl.col("program_id").is_in(list(chosen)))
     if rows.is_empty():
@@ -189,21 +226,34 @@ def distill_device(params: Params, device: str, method: str | None = None,
         say(f"distill {device}: nothing new: model {same.id} ({same.method}) was made from "
             f"these {same.n_records} records and this teacher already; nothing retrained")
         return DistillResult(same, False, same.metrics)
+    return DistillJob(params, device, method, settings, registry, tasks, rows, pool, model,
+                      parent, key)
+
+
+def fit_distill(job: DistillJob) -> tuple[object, float]:
+    """The student model, and the seconds its training took."""
+    from . import make_distiller
+
     history = []
-    if make_distiller(method).needs_old_data:
-        history = _history(params, teacher.devices if teacher is not None else [], tasks,
-                           registry)
-    new = device_data(params, device, rows, pool)
+    if make_distiller(job.method).needs_old_data:
+        history = _history(job.params, job.teacher.devices if job.teacher is not None else [],
+                           job.tasks, job.registry)
+    new = device_data(job.params, job.device, job.rows, job.pool)
     start = time.perf_counter()
-    model = make_distiller(method).fit(teacher, new, settings, history)
-    secs = time.perf_counter() - start
-    metrics = evaluate_continual(params, model, registry)
+    model = make_distiller(job.method).fit(job.teacher, new, job.settings, history)
+    return model, time.perf_counter() - start
+
+
+def register_distill(job: DistillJob, model, secs: float,
+                     say: Callable[[str], None] = print) -> DistillResult:
+    """Evaluate the student (new device; forgetting on the earlier ones) and register it."""
+    metrics = evaluate_continual(job.params, model, job.registry)
     metrics["train_secs"] = round(secs, 2)
-    newest = rows["measured_at"].max()
-    entry = registry.register(model, device=device, parent=parent, method=method,
-                              snapshot=key, n_records=len(rows), newest_measured_at=newest,
-                              train_secs=secs, metrics=metrics)
-    say(f"distill {device}: registered {entry.id} ({method}, {len(rows)} records, "
+    newest = job.rows["measured_at"].max()
+    entry = job.registry.register(model, device=job.device, parent=job.parent,
+                                  method=job.method, snapshot=job.key, n_records=len(job.rows),
+                                  newest_measured_at=newest, train_secs=secs, metrics=metrics)
+    say(f"distill {job.device}: registered {entry.id} ({job.method}, {len(job.rows)} records, "
         f"{secs:.0f} s): " + ", ".join(f"{k} {v:.3f}" for k, v in metrics["new"].items()))
     return DistillResult(entry, True, metrics)
 

@@ -81,7 +81,7 @@ class ActiveStats:
     collect: CollectStats = field(default_factory=CollectStats)
 
 
-def _sample_pool(paths: Paths, tasks: pl.DataFrame, pool_per_task: int,
+def sample_pool(paths: Paths, tasks: pl.DataFrame, pool_per_task: int,
                  seed: int) -> pl.DataFrame:
     """program_id, task_id of the tasks' first ``pool_per_task`` candidates, sampling (and
     storing) the missing ones."""
@@ -101,7 +101,7 @@ def _pool_frame(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task
     from ..features import featurize, load_features
     from ..store.records import RecordStore
 
-    cands = _sample_pool(paths, tasks, pool_per_task, seed)
+    cands = sample_pool(paths, tasks, pool_per_task, seed)
     task_ids = tasks["task_id"].to_list()
     featurize(paths, task_ids=task_ids, progress=False)
     feats = load_features(paths, task_ids)
@@ -164,6 +164,91 @@ def plan_active(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task
                       measured_throughput(records, device.name), to_sample)
 
 
+class ActiveRun:
+    """One active collection, round by round: ``select(r)`` stores round ``r``'s picks (or
+    reads them, when an earlier run stored them), ``measure(r, picks)`` measures them. The
+    add-device flow runs the two as separate steps; ``select_and_measure`` runs them in turn.
+    Constructing it samples the pool's missing candidates and plans the run (``plan_active``;
+    ``records_per_sec`` replaces the plan's rate, e.g. for a device with no records yet).
+    """
+
+    def __init__(self, paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task: int,
+                 selection: Selection, model=None, batch_size: int = 64,
+                 progress: bool = True, say: Callable[[str], None] = print,
+                 model_name: str = "", report: Callable[[str], None] | None = None,
+                 records_per_sec: float | None = None):
+        from dataclasses import replace
+
+        from ..samplers import make_sampler
+
+        self.paths, self.device, self.tasks, self.selection = paths, device, tasks, selection
+        self.pool_per_task, self.batch_size, self.progress = pool_per_task, batch_size, progress
+        self.say, self.report = say, report
+        sample_pool(paths, tasks, pool_per_task, selection.seed)  # the plan counts stored ones
+        self.plan = plan_active(paths, device, tasks, pool_per_task, selection)
+        if records_per_sec:   # the caller knows better (e.g. a similar device's measured rate)
+            self.plan = replace(self.plan, records_per_sec=records_per_sec)
+        self.stats = ActiveStats()
+        if self.plan.budget == 0:
+            say(f"select {device.name}: nothing to select: every candidate of the {len(tasks)} "
+                f"tasks is measured on {device.name}")
+            return
+        say(f"select {self.plan.describe()}")
+        options = dict(selection.options)
+        if model is None and selection.sampler == "rdu" and options.get("u", 1.0) > 0:
+            say("select: no model to take uncertainty from (an earlier device's, or --model); "
+                "selecting by representativeness and diversity only")
+            options["u"] = 0.0
+        self.sampler = make_sampler(selection.sampler,
+                                    on_note=lambda note: say(f"select: {note}"), **options)
+        self.weights = dict(zip(tasks["task_id"], tasks["weight"])) \
+            if "weight" in tasks.columns else None
+        self.model = model
+        self.model_name = model_name or ("none" if model is None else "given")
+
+    @property
+    def rounds(self) -> int:
+        """Rounds to run (0: nothing to select)."""
+        return len(self.plan.per_round) if self.plan.budget else 0
+
+    def select(self, r: int) -> pl.DataFrame | None:
+        """Round ``r``'s picks (stored before they are measured); None when nothing is left."""
+        store, device, selection = SelectionStore(self.paths), self.device, self.selection
+        chosen = store.read(device.name, self.plan.run, r)
+        if chosen is not None:
+            return chosen
+        # Two runs of the same selection (two add-device runs of one device) must not both
+        # select: the first one writes the round, the other reads it.
+        with locked(self.paths, "select", device.name, self.plan.run,
+                    what=f"selection run {self.plan.run} of {device.name}"):
+            chosen = store.read(device.name, self.plan.run, r)
+            if chosen is None:
+                if r > 0 and selection.rounds > 1:
+                    self.model, self.model_name = \
+                        _round_model(self.paths, device, self.tasks, selection, r), \
+                        f"{selection.round_model}@round{r}"
+                chosen = _select_round(self.paths, device, self.tasks, self.pool_per_task,
+                                       selection, self.plan.run, r, self.plan.per_round[r],
+                                       self.sampler, self.weights, self.model, self.model_name)
+        return chosen
+
+    def measure(self, r: int, chosen: pl.DataFrame, builder=None) -> CollectStats:
+        """Measure round ``r``'s picks (resumable: what is stored is skipped)."""
+        device = self.device
+        ids = set(chosen["program_id"])
+        part = self.tasks.join(chosen.select("task_id").unique(), on="task_id", how="semi")
+        got = collect(self.paths, device, part, self.pool_per_task, seed=self.selection.seed,
+                      batch_size=self.batch_size, progress=self.progress, program_ids=ids,
+                      builder=builder, report=self.report,
+                      what=f"measure {device.name} round {r} (selection)")
+        self.stats.rounds.append({"round": r, "selected": len(ids), "measured": got.measured,
+                                  "errors": got.errors})
+        _add(self.stats.collect, got)
+        self.say(f"select {device.name} round {r}: {len(ids)} selected, {got.measured} "
+                 f"measured now ({got.errors} errors), {got.skipped} measured before")
+        return got
+
+
 def select_and_measure(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task: int,
                        selection: Selection, model=None, batch_size: int = 64,
                        progress: bool = True, say: Callable[[str], None] = print,
@@ -171,54 +256,14 @@ def select_and_measure(paths: Paths, device: Device, tasks: pl.DataFrame, pool_p
     """Select ``selection.budget`` of the pool in ``selection.rounds`` rounds and measure the
     picks on ``device``; resumable (see the module docstring). ``model``: a cost model (or an
     ensemble) for round 0's uncertainty and embedding; None where the sampler needs none."""
-    from ..samplers import make_sampler
-
-    _sample_pool(paths, tasks, pool_per_task, selection.seed)  # the plan counts stored ones
-    the_plan = plan_active(paths, device, tasks, pool_per_task, selection)
-    if the_plan.budget == 0:
-        say(f"select {device.name}: nothing to select: every candidate of the {len(tasks)} "
-            f"tasks is measured on {device.name}")
-        return ActiveStats()
-    say(f"select {the_plan.describe()}")
-    store = SelectionStore(paths)
-    options = dict(selection.options)
-    if model is None and selection.sampler == "rdu" and options.get("u", 1.0) > 0:
-        say("select: no model to take uncertainty from (an earlier device's, or --model); "
-            "selecting by representativeness and diversity only")
-        options["u"] = 0.0
-    sampler = make_sampler(selection.sampler, on_note=lambda note: say(f"select: {note}"),
-                           **options)
-    weights = dict(zip(tasks["task_id"], tasks["weight"])) if "weight" in tasks.columns else None
-    stats = ActiveStats()
-    current, current_name = model, model_name or ("none" if model is None else "given")
-    for r, k in enumerate(the_plan.per_round):
-        chosen = store.read(device.name, the_plan.run, r)
+    run = ActiveRun(paths, device, tasks, pool_per_task, selection, model, batch_size,
+                    progress, say, model_name)
+    for r in range(run.rounds):
+        chosen = run.select(r)
         if chosen is None:
-            # Two runs of the same selection (two add-device runs of one device) must not both
-            # select: the first one writes the round, the other reads it.
-            with locked(paths, "select", device.name, the_plan.run,
-                        what=f"selection run {the_plan.run} of {device.name}"):
-                chosen = store.read(device.name, the_plan.run, r)
-                if chosen is None:
-                    if r > 0 and selection.rounds > 1:
-                        current, current_name = \
-                            _round_model(paths, device, tasks, selection, r), \
-                            f"{selection.round_model}@round{r}"
-                    chosen = _select_round(paths, device, tasks, pool_per_task, selection,
-                                           the_plan.run, r, k, sampler, weights, current,
-                                           current_name)
-            if chosen is None:
-                break
-        ids = set(chosen["program_id"])
-        part = tasks.join(chosen.select("task_id").unique(), on="task_id", how="semi")
-        got = collect(paths, device, part, pool_per_task, seed=selection.seed,
-                      batch_size=batch_size, progress=progress, program_ids=ids)
-        stats.rounds.append({"round": r, "selected": len(ids), "measured": got.measured,
-                             "errors": got.errors})
-        _add(stats.collect, got)
-        say(f"select {device.name} round {r}: {len(ids)} selected, {got.measured} measured now "
-            f"({got.errors} errors), {got.skipped} measured before")
-    return stats
+            break
+        run.measure(r, chosen)
+    return run.stats
 
 
 def _select_round(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task: int,

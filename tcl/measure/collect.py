@@ -13,11 +13,14 @@ measure it, so no program is measured twice (``tcl.store.locks``).
 """
 from __future__ import annotations
 
+import contextvars
 import json
 import re
 import shutil
 import sys
+import threading
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -35,6 +38,10 @@ from .interrupt import InfrastructureFailure, Interrupted, StopGuard, shielded
 from .runner import make_runner, runner_device_type, tracker_problem
 
 DEFAULT_RECORDS_PER_SEC = 3.0  # measured on the 2-core reference machine (environment notes)
+# Seconds between progress lines of a collection given a ``report`` callback (a batch of 64
+# takes about a minute on 2 cores, so per-batch lines alone leave the log silent too long).
+PROGRESS_EVERY_S = 30.0
+MIN_RECORDS_FOR_RATE = 100   # fewer records than this say nothing reliable about a rate
 
 # Messages of failures that say nothing about the program: the RPC link or the worker pool.
 INFRA_ERROR = re.compile(
@@ -53,6 +60,10 @@ class CollectStats:
     run_secs: float = 0.0
     wall_secs: float = 0.0
     per_status: dict[str, int] = field(default_factory=dict)
+    # the batch in flight, for progress lines: "building", "running" (``ran`` of it timed so
+    # far, not stored yet) or "" between batches
+    phase: str = ""
+    ran: int = 0
 
     @property
     def other_secs(self) -> float:
@@ -96,17 +107,51 @@ def classify_run_error(error: str) -> str:
 
 
 def measured_throughput(store: RecordStore, device: str) -> float:
-    """Records per second of earlier collections on this device, from their timestamps.
+    """Records per second of earlier collections on this device, from their timestamps
+    (``records_rate``); ``DEFAULT_RECORDS_PER_SEC`` with too few records to tell."""
+    rate = records_rate(store.read(device, columns=["measured_at"])["measured_at"])
+    return DEFAULT_RECORDS_PER_SEC if rate is None else rate
 
-    Gaps over 10 minutes between consecutive records are idle time between runs, not work
-    (records arrive a batch at a time, a minute or more apart).
-    """
-    times = store.read(device, columns=["measured_at"])["measured_at"].sort()
-    if len(times) < 100:
-        return DEFAULT_RECORDS_PER_SEC
-    gaps = times.diff().dt.total_seconds(fractional=True).drop_nulls()
+
+def records_rate(times: pl.Series) -> float | None:
+    """Records per second of the collections that stored records at ``times``; None under
+    ``MIN_RECORDS_FOR_RATE`` records. Gaps over 10 minutes between consecutive records are
+    idle time between runs, not work (records arrive a batch at a time, a minute or more
+    apart)."""
+    if len(times) < MIN_RECORDS_FOR_RATE:
+        return None
+    gaps = times.sort().diff().dt.total_seconds(fractional=True).drop_nulls()
     busy = float(gaps.filter(gaps < 600).sum())
-    return len(times) / busy if busy > 0 else DEFAULT_RECORDS_PER_SEC
+    return len(times) / busy if busy > 0 else None
+
+
+def probe_rate(paths: Paths, device: Device, tasks: pl.DataFrame, seconds: float,
+               batch_size: int = 16) -> tuple[float, int]:
+    """(records per second, programs measured) of ``device``, measured for real for about
+    ``seconds`` on candidates of ``tasks``: the stored ones, or sampled in memory where a task
+    has none. Nothing is stored (a dry run's estimate with no similar device to go by)."""
+    import tvm
+
+    from ..sampling import load_candidates, sample_programs
+
+    check_runnable(device)
+    stats, builder, runner, done = CollectStats(), None, None, 0
+    start = time.perf_counter()
+    for row in tasks.iter_rows(named=True):
+        if time.perf_counter() - start >= seconds:
+            break
+        mod = tvm.ir.load_json(row["workload_json"])
+        traces = load_candidates(paths, row["task_id"]).head(batch_size)["trace_json"].to_list() \
+            or [t for t, _ in sample_programs(mod, batch_size, seed=0)]
+        if builder is None:
+            builder, runner = local_builder(), make_runner(device)
+        rows = _measure_batch(device, [Job(row["task_id"], mod, t) for t in traces], builder,
+                              runner, stats)
+        done += len(rows)
+    secs = time.perf_counter() - start
+    if done == 0 or secs <= 0:
+        raise TclError(f"the probe measured nothing on {device.name} in {secs:.0f} s")
+    return done / secs, done
 
 
 def measured_before(device: Device, task_id: str, trace_json: str, done: set[str]) -> bool:
@@ -186,6 +231,7 @@ def _measure_batch(device: Device, jobs: list[Job], builder, runner,
     if not inputs:
         return rows
     t0 = time.perf_counter()
+    stats.phase, stats.ran = "building", 0
     built = builder.build(inputs)
     build_secs = time.perf_counter() - t0
     stats.build_secs += build_secs
@@ -201,8 +247,9 @@ def _measure_batch(device: Device, jobs: list[Job], builder, runner,
     t0 = time.perf_counter()
     # The Python runner behind TVM's derived-object wrapper: its futures keep their Python
     # type (through the FFI an RPCRunnerFuture comes back as a bare RunnerFuture).
+    stats.phase = "running"
     futures = getattr(runner, "_inst", runner).run(run_inputs) if run_inputs else []
-    results = _results(futures, rpc_answer_secs(device))
+    results = _results(futures, rpc_answer_secs(device), stats)
     stats.run_secs += time.perf_counter() - t0
     for (job, artifact), res in zip(run_slots, results):
         if res.error_msg:
@@ -229,9 +276,10 @@ def rpc_answer_secs(device: Device) -> float:
     return 3 * device.measure.timeout_sec + 10
 
 
-def _results(futures: list, answer_secs: float) -> list:
+def _results(futures: list, answer_secs: float, stats: CollectStats | None = None) -> list:
     """The futures' results; an RPC future with no answer in ``answer_secs`` (each, in turn)
-    fails, and so do the rest of the batch, as infrastructure failures."""
+    fails, and so do the rest of the batch, as infrastructure failures. ``stats.ran`` counts
+    the results in (progress lines)."""
     import concurrent.futures
 
     out, gone = [], None
@@ -247,7 +295,46 @@ def _results(futures: list, answer_secs: float) -> list:
         if gone and hasattr(f, "future"):
             f.future.cancel()  # queued runs would start new workers that hang the same way
         out.append(_NoAnswer(gone) if gone else f.result())
+        if stats is not None:
+            stats.ran += 1
     return out
+
+
+class Heartbeat:
+    """A progress line every ``every_s`` seconds from a background thread while a collection
+    measures: programs measured of the total, rate and ETA (``report`` gets each line)."""
+
+    def __init__(self, report: Callable[[str], None], what: str, total: int,
+                 stats: CollectStats, every_s: float):
+        self.report, self.what, self.total, self.stats = report, what, total, stats
+        self.every_s = every_s
+        self._stop = threading.Event()
+        # the caller's context: a Prefect task's logger still knows its task run in the thread
+        self._thread = threading.Thread(target=contextvars.copy_context().run,
+                                        args=(self._beat,), daemon=True, name="tcl-heartbeat")
+        self._start = time.perf_counter()
+
+    def line(self) -> str:
+        secs = time.perf_counter() - self._start
+        done = self.stats.measured + self.stats.ran   # stored, and timed in the running batch
+        rate = done / secs if secs > 0 else 0.0
+        eta = f"ETA {max(self.total - done, 0) / rate:.0f} s" if rate > 0 else \
+            "ETA after the first results"
+        batch = f"; a batch is {self.stats.phase}" if self.stats.phase else ""
+        return (f"{self.what}: {done} of {self.total} programs measured, "
+                f"{rate:.2f} records/s, {eta} ({secs:.0f} s so far{batch})")
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.report(self.line())
+
+    def __enter__(self) -> "Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 class _TaskLocks:
@@ -320,9 +407,12 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
             seed: int = 0, batch_size: int = 64, progress: bool = True,
             runner_kwargs: dict | None = None, builder=None,
             on_batch: Callable[[CollectStats], None] | None = None,
-            program_ids: set[str] | None = None) -> CollectStats:
+            program_ids: set[str] | None = None, report: Callable[[str], None] | None = None,
+            what: str = "", every_s: float | None = None) -> CollectStats:
     """Measure up to ``programs_per_task`` candidates of each task on ``device``; resumable.
-    ``program_ids``: only these of the candidates (what a sampler selected).
+    ``program_ids``: only these of the candidates (what a sampler selected). ``report``: gets
+    a progress line (``what``: measured of the total, rate, ETA) every ``every_s`` seconds
+    (default ``PROGRESS_EVERY_S``) while anything is measured.
 
     A batch spans tasks: LocalBuilder starts a fresh worker pool per batch, so small tasks
     share one start. ``builder`` is any MetaSchedule Builder (default: LocalBuilder with
@@ -347,8 +437,11 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
     locks = _TaskLocks(paths, device.name)
     say = (lambda msg: bar.write(msg, file=sys.stderr)) if progress else (lambda msg: None)
     guard = StopGuard()
+    beat = Heartbeat(report, what or f"measure {device.name}", the_plan.todo, stats,
+                     PROGRESS_EVERY_S if every_s is None else every_s) \
+        if report is not None and the_plan.todo else nullcontext()
     try:
-        with guard:
+        with guard, beat:
             jobs = _jobs(paths, device, the_plan, seed, stats, locks, say, program_ids)
             while not guard.interrupted and (batch := list(islice(jobs, batch_size))):
                 problem = tracker_problem(device)
@@ -397,6 +490,7 @@ def _keep(rows: list[dict], device: Device, guard: StopGuard) -> tuple[list[dict
 def _store(store: RecordStore, rows: list[dict], stats: CollectStats, locks: _TaskLocks,
            batch: list[Job]) -> None:
     store.append(rows)  # one atomic file per task of the batch
+    stats.phase, stats.ran = "", 0
     for r in rows:
         stats.per_status[r["status"]] = stats.per_status.get(r["status"], 0) + 1
     stats.measured += len(rows)
