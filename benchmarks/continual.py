@@ -208,13 +208,15 @@ def load_hyper(params_file: str) -> dict:
     return raw["train"]["hyper"]
 
 
+def _done(path: Path, key) -> set:
+    """The keys of the rows a resumable results file already holds (``key(row)`` each)."""
+    if not path.exists():
+        return set()
+    return {key(json.loads(line)) for line in path.read_text().splitlines() if line.strip()}
+
+
 def main_run(args) -> None:
-    done = set()
-    if args.results.exists():
-        for line in args.results.read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                done.add((r["backbone"], r["order"], r["seed"]))
+    done = _done(args.results, lambda r: (r["backbone"], r["order"], r["seed"]))
     orders = [o.split(",") for o in args.orders]
     data = Data(args, sorted(set(d for o in orders for d in o)))
     hyper_all = load_hyper(args.params)
@@ -239,12 +241,7 @@ def main_noise(args) -> None:
     from tcl.continual import DeviceData, Settings, make_distiller
     from tcl.metrics import forgetting_summary
 
-    done = set()
-    if args.noise_results.exists():
-        for line in args.noise_results.read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                done.add((r["backbone"], r["device"], tuple(r["seeds"])))
+    done = _done(args.noise_results, lambda r: (r["backbone"], r["device"], tuple(r["seeds"])))
     devices = sorted({d for o in args.orders for d in o.split(",")[:-1]})
     data = Data(args, devices)
     hyper_all = load_hyper(args.params)
