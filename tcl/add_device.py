@@ -43,6 +43,7 @@ from .measure.collect import CollectStats, collect, plan as collect_plan, probe_
 from .params import Params
 from .registry import Entry, ModelRegistry
 from .status import clear_failed, mark_failed
+from .store.catalog import records
 from .store.records import RecordStore, safe_component
 
 # The steps of the table that ends a run, in order (``AddDeviceRun.secs``).
@@ -208,6 +209,17 @@ def measure_step(run: AddDeviceRun, r: int, chosen: pl.DataFrame) -> CollectStat
     return run.timed("measurement", run.active.measure, r, chosen)
 
 
+def select_and_measure_rounds(run: AddDeviceRun, select: Callable = select_step,
+                              measure: Callable = measure_step) -> None:
+    """Round by round, select then measure, until nothing is left to select; the flow passes
+    its Prefect tasks of the two steps (each round a task run of each), the library the steps."""
+    r, chosen = 0, select(run, 0)
+    while chosen is not None:
+        measure(run, r, chosen)
+        r += 1
+        chosen = select(run, r) if r < rounds(run) else None
+
+
 def evaluation_step(run: AddDeviceRun) -> CollectStats:
     """Measure the new device's evaluation set (held-out tasks); resumable."""
     p = run.params
@@ -273,11 +285,7 @@ def add_device_run(params: Params, device: str, say: Callable[[str], None] = pri
     """The steps in order (the module docstring); ``started``: the command's start (epoch
     seconds) for the table's total, default now."""
     run = start_run(params, device, say, progress, started)
-    r, chosen = 0, select_step(run, 0)
-    while chosen is not None:
-        measure_step(run, r, chosen)
-        r += 1
-        chosen = select_step(run, r) if r < rounds(run) else None
+    select_and_measure_rounds(run)
     evaluation_step(run)
     featurize_step(run)
     distill_step(run)
@@ -285,8 +293,6 @@ def add_device_run(params: Params, device: str, say: Callable[[str], None] = pri
 
 
 def _ok_records(params: Params, device: str) -> int:
-    from .store.catalog import records
-
     return records(params.paths, device, ("record_id",), status="ok").height
 
 

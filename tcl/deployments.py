@@ -83,11 +83,8 @@ def add_device(device: str = "", params_file: str = "params.yaml",
                           started=started or time.time())
     m = params.measure
     retry = {"retries": m.retries, "retry_delay_seconds": m.retry_delay_s}
-    r, chosen = 0, select_task.with_options(**retry)(run, 0)
-    while chosen is not None:
-        measure_task.with_options(**retry)(run, r, chosen)
-        r += 1
-        chosen = select_task.with_options(**retry)(run, r) if r < steps.rounds(run) else None
+    steps.select_and_measure_rounds(run, select_task.with_options(**retry),
+                                    measure_task.with_options(**retry))
     evaluation_task.with_options(**retry)(run)
     featurize_task(run)
     distill_task(run)
