@@ -31,10 +31,10 @@ from _common import report_errors
 
 from tcl.config import TclError
 from tcl.device import host_identity
+from tcl.params import load_params
 
 ROOT = Path(__file__).resolve().parent.parent
 
-STAGES_FILE = Path("data") / "reports" / "pipeline-stages.json"  # flows.pipeline.STAGES_FILE
 LOAD_EVERY_S = 15
 
 
@@ -97,7 +97,7 @@ def run_main_job(repo: Path, params: str, keep: Path | None) -> dict:
     if rc != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
         raise TclError(f"the main job failed (exit {rc}) after {total:.0f} s; log {log}:\n{tail}")
-    stages = json.loads((clone / STAGES_FILE).read_text())["stages"]
+    stages = json.loads(load_params(clone / params).paths.stages_file.read_text())["stages"]
     return {"command": f"python -m flows.pipeline --params {params}", "commit": commit,
             "started": started, "ended": _now(), "host": host_identity(),
             "cores": len(os.sched_getaffinity(0)), "python": platform.python_version(),

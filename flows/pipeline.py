@@ -1,8 +1,8 @@
 """The whole pipeline, the same steps as dvc.yaml: zoo -> sample -> measure -> featurize ->
 train -> select -> distill -> evaluate. Each step is its own flow (a subflow run here).
 
-Each stage's start and end go to ``<data>/reports/pipeline-stages.json`` as the run goes
-(rewritten after every stage, so a failed run keeps what it reached): what
+Each stage's start and end go to ``Paths.stages_file`` (``<data>/reports/pipeline-stages.json``)
+as the run goes (rewritten after every stage, so a failed run keeps what it reached): what
 ``benchmarks/main_job.py`` reports per stage."""
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import resource
 import sys
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
 from flows._common import main  # first: sets Prefect's defaults before it is imported
 from prefect import flow
@@ -25,12 +24,6 @@ from flows.select import select
 from flows.train import train
 from flows.zoo import zoo
 from tcl.params import load_params
-
-STAGES_FILE = "pipeline-stages.json"   # under the data root's reports/
-
-
-def stages_file(params_file: str) -> Path:
-    return load_params(params_file).paths.reports_dir / STAGES_FILE
 
 
 def _cpu_seconds() -> float:
@@ -47,11 +40,9 @@ def _utc(epoch: float) -> str:
 @flow(name="pipeline", log_prints=True)
 def pipeline(params_file: str = "params.yaml") -> dict[str, str]:
     """Run every stage of the pipeline with the knobs of the params file."""
-    load_params(params_file)  # the whole file is validated before any work
-    out = stages_file(params_file)
+    out = load_params(params_file).paths.stages_file  # the whole file validated before any work
     out.parent.mkdir(parents=True, exist_ok=True)
     stages: list[dict] = []
-    result: dict[str, str] = {}
     for name, step in (("zoo", zoo), ("sample", sample), ("measure", measure),
                        ("featurize", featurize), ("train", train), ("select", select),
                        ("distill", distill), ("evaluate", evaluate)):
@@ -62,9 +53,7 @@ def pipeline(params_file: str = "params.yaml") -> dict[str, str]:
                        "seconds": round(end - start, 2),
                        "cpu_seconds": round(_cpu_seconds() - cpu, 1)})
         out.write_text(json.dumps({"params": params_file, "stages": stages}, indent=2) + "\n")
-        if name == "evaluate":
-            result = value
-    return result
+    return value   # the last stage's: evaluate's report files
 
 
 if __name__ == "__main__":

@@ -80,6 +80,12 @@ class Paths:
         return self.root / "reports"
 
     @property
+    def stages_file(self) -> Path:
+        """Each stage's start, end and CPU seconds of the last whole-pipeline run
+        (``flows.pipeline``; ``benchmarks/main_job.py`` reports it)."""
+        return self.reports_dir / "pipeline-stages.json"
+
+    @property
     def catalog_file(self) -> Path:
         return self.root / "tcl.duckdb"
 
