@@ -47,9 +47,12 @@ def synthetic_split(device_index: int, seed: int):
             _select(programs, sorted(held)), nets, tasks)
 
 
-def measured_split(paths: Paths, device: str, seed: int, task_ids: set[str] | None = None):
+def measured_split(paths: Paths, device: str, seed: int, task_ids: set[str] | None = None,
+                   sources: list[str] | None = None):
     """(train, valid, test, networks, tasks) from a tcl data root, over the measured tasks
-    among ``task_ids`` (None: every measured task)."""
+    among ``task_ids`` (None: every measured task); with ``sources`` (``tcl.dataset.SOURCES``,
+    as params train.sources) training takes every record of those sources instead, outside
+    ``task_ids`` too (the test set stays the held-out tasks among ``task_ids``)."""
     from tcl.dataset import load_program_set, measured
 
     for f in (paths.networks_file, paths.tasks_file):
@@ -60,13 +63,17 @@ def measured_split(paths: Paths, device: str, seed: int, task_ids: set[str] | No
     have = set(measured(paths, device)["task_id"].to_list())
     if task_ids is not None:
         have &= task_ids
-    train_ids, valid_ids = split_tasks(sorted(have - held), 0.1, seed)
+    learn = None if sources is None else measured(paths, device, sources=sources)
+    pool = have if learn is None else set(learn["task_id"].to_list())
+    train_ids, valid_ids = split_tasks(sorted(pool - held), 0.1, seed)
     test_ids = sorted(have & held)
     if not train_ids or not test_ids:
         raise TclError(f"device {device!r}: {len(train_ids)} measured training tasks and "
                        f"{len(test_ids)} measured held-out tasks; both must be > 0")
-    load = lambda ids: load_program_set(paths, device, ids) if ids else None  # noqa: E731
-    return load(train_ids), load(valid_ids), load(test_ids), nets, tasks
+    def load(ids: list[str], records=None):
+        return load_program_set(paths, device, ids, records=records) if ids else None
+
+    return load(train_ids, learn), load(valid_ids, learn), load(test_ids), nets, tasks
 
 
 def hyper(kind: str, epochs: int, xgb_rounds: int, seed: int,
@@ -141,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
                     "model initialisation); with several, a mean/std table follows")
     ap.add_argument("--set", action="append", default=[], metavar="KIND.KEY=VALUE",
                     help="a model hyperparameter, e.g. mamba.lr=7e-4 (repeatable)")
+    ap.add_argument("--sources", default="", help="train on every record of these sources "
+                    "(comma-separated, tcl.dataset.SOURCES, as params train.sources; default: "
+                    "the --params tasks' records only)")
     ap.add_argument("--out", type=Path, help="also write the table to this Markdown file")
     args = ap.parse_args(argv)
 
@@ -160,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     for i, device in enumerate(devices):
         for seed in seeds:
             split = (synthetic_split(i, seed) if args.synthetic
-                     else measured_split(Paths(args.data.resolve()), device, seed, selected))
+                     else measured_split(Paths(args.data.resolve()), device, seed, selected,
+                                         [s for s in args.sources.split(",") if s] or None))
             for kind in kinds:
                 row = {"device": device, "model": kind, "seed": seed}
                 try:

@@ -1,7 +1,7 @@
 """Training and evaluation sets: cached features joined with a device's measured records."""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
 import polars as pl
@@ -10,12 +10,48 @@ from .config import Paths, TclError
 from .features import TOKEN_WIDTH, load_features
 from .models.base import PER_STORE_WIDTH, ProgramSet
 from .store.catalog import records
+from .zoo.extract import load_networks
+from .zoo.networks import NETWORKS
+
+# Where a measured record came from, for choosing what models learn from (params train.sources):
+# collected programs of the reference networks' tasks, of the long-tail families', of the
+# user's own networks'; records imported from MetaSchedule logs; records a tuning run measured.
+SOURCES = ("reference", "families", "user", "imported", "tuning")
 
 
-def measured(paths: Paths, device: str, task_ids: Iterable[str] | None = None) -> pl.DataFrame:
-    """program_id, task_id, latency (NaN for error rows) of a device's records."""
-    frame = records(paths, device, ("program_id", "task_id", "latency"), task_ids)
+def measured(paths: Paths, device: str, task_ids: Iterable[str] | None = None,
+             sources: Sequence[str] | None = None) -> pl.DataFrame:
+    """program_id, task_id, latency (NaN for error rows) of a device's records; with
+    ``sources`` (of ``SOURCES``) only the records those sources hold (``record_sources``)."""
+    columns = ("program_id", "task_id", "latency") + (("source",) if sources is not None else ())
+    frame = records(paths, device, columns, task_ids)
+    if sources is not None:
+        frame = frame.filter(record_sources(paths, frame).list.set_intersection(
+            list(sources)).list.len() > 0).drop("source")
     return frame.with_columns(pl.col("latency").fill_null(float("nan")))
+
+
+def record_sources(paths: Paths, frame: pl.DataFrame) -> pl.Series:
+    """Each record's sources (of ``SOURCES``), from its ``source`` column and its task's
+    networks: ``tune`` is tuning, ``import:...`` imported; a collected record belongs to every
+    kind of network that runs its task (reference, families: ``NetworkSpec.long_tail``, user:
+    a network tcl does not ship), or to reference when no network of the zoo runs it."""
+    def kind(network: str) -> str:
+        spec = NETWORKS.get(network)
+        return "user" if spec is None else "families" if spec.long_tail else "reference"
+
+    nets = load_networks(paths).select("task_id", "network").unique()
+    kinds = (nets.with_columns(pl.col("network").map_elements(kind, return_dtype=pl.Utf8)
+                               .alias("kind"))
+             .group_by("task_id").agg(pl.col("kind").unique()))
+    joined = frame.select("task_id", "source").with_row_index("_row").join(
+        kinds, on="task_id", how="left").sort("_row")
+    collected = pl.when(pl.col("kind").is_null()).then(pl.lit(["reference"])) \
+        .otherwise(pl.col("kind"))
+    return joined.select(
+        pl.when(pl.col("source") == "tune").then(pl.lit(["tuning"]))
+        .when(pl.col("source").str.starts_with("import:")).then(pl.lit(["imported"]))
+        .otherwise(collected).alias("sources"))["sources"]
 
 
 def to_program_set(frame: pl.DataFrame, with_labels: bool = True) -> ProgramSet:

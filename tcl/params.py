@@ -55,6 +55,7 @@ class TrainParams:
     hyper: dict[str, dict[str, Any]] = field(default_factory=dict)  # kind -> make_model kwargs
     seeds: int = 1              # models per kind and device: seeds seed, seed + 1, ...; the
                                 # report gives each figure as mean and standard error over them
+    sources: tuple[str, ...] | None = None   # records learned from (tcl.dataset.SOURCES); None: all
 
     @property
     def seed_list(self) -> list[int]:
@@ -227,6 +228,7 @@ TOP_KEYS = ("data", "devices", "zoo", "sample", "measure", "train", "select", "e
 
 def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     """Validate the parsed YAML ``raw`` of ``source``; see the module docstring."""
+    from .dataset import SOURCES
     from .device import DeviceRegistry
     from .models import MODEL_KINDS
     from .sampling import MAX_PROGRAMS_PER_TASK
@@ -271,7 +273,8 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
                             r.integer(m["retries"], "measure.retries", 0, maximum=100),
                             r.number(m["retry_delay_s"], "measure.retry_delay_s", 0, 86400))
 
-    t = r.section(top["train"], "train", ("models", "valid_fraction", "seed", "seeds", "hyper"))
+    t = r.section(top["train"], "train",
+                  ("models", "valid_fraction", "seed", "seeds", "sources", "hyper"))
     # "continual" models are made by `tcl distill` (the continual section), not trained here
     models = r.names(t["models"], "train.models", set(MODEL_KINDS) - {"continual"},
                      "model kind")
@@ -300,7 +303,8 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
                                                 f"(write `{kind}: {{}}` for the defaults)")
     train = TrainParams(models, r.number(t["valid_fraction"], "train.valid_fraction", 0.0, 0.9),
                         r.integer(t["seed"], "train.seed", 0, maximum=2**31 - 1), hyper,
-                        r.integer(t["seeds"], "train.seeds", 1, maximum=20))
+                        r.integer(t["seeds"], "train.seeds", 1, maximum=20),
+                        r.names(t["sources"], "train.sources", set(SOURCES), "source"))
 
     select = _select_params(r, top["select"], devices, known_devices, train)
 

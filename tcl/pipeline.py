@@ -179,7 +179,7 @@ def _train(params: Params, pairs: list[tuple[str, str]]) -> dict[tuple[str, str]
 
     files = train_many(params.paths, [(d, k, params.train.hyper_of(k)) for d, k in pairs],
                        seeds=params.train.seed_list, valid_fraction=params.train.valid_fraction,
-                       task_ids=selected_tasks(params)["task_id"].to_list())
+                       sources=params.train.sources)
     for device, kind in pairs:
         for i in range(len(files[(device, kind)])):
             info = json.loads(train_info_file(params.paths, device, kind, i).read_text())

@@ -58,17 +58,20 @@ def split_tasks(task_ids: Sequence[str], valid_fraction: float, seed: int
 def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | None = None, *,
                 seed: int = 0, valid_fraction: float = 0.1,
                 task_ids: Iterable[str] | None = None, index: int = 0,
-                records: pl.DataFrame | None = None, held: set[str] | None = None) -> Path:
+                records: pl.DataFrame | None = None, held: set[str] | None = None,
+                sources: Sequence[str] | None = None) -> Path:
     """Fit ``make_model(kind, **hyper, seed=seed)`` on the device's training tasks; returns the
     saved model file. ``task_ids`` narrows the candidate tasks (held-out ones are always left
     out); a share ``valid_fraction`` of the tasks is kept aside for early stopping.
-    ``records`` / ``held``: ``measured(paths, device)`` and ``holdout_task_ids(paths)`` when the
-    caller has them (``train_many`` asks once for all its fits)."""
+    ``sources``: which records to learn from (``tcl.dataset.SOURCES``; None: every record).
+    ``records`` / ``held``: ``measured(paths, device, sources=sources)`` and
+    ``holdout_task_ids(paths)`` when the caller has them (``train_many`` asks once for all its
+    fits)."""
     from .dataset import load_program_set, measured
     from .models import make_model
 
     held = holdout_task_ids(paths) if held is None else held
-    records = measured(paths, device) if records is None else records
+    records = measured(paths, device, sources=sources) if records is None else records
     have = set(records["task_id"].to_list())
     wanted = have if task_ids is None else have & set(task_ids)
     tasks = sorted(wanted - held)
@@ -119,14 +122,14 @@ def train_seeds(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | No
 
 def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | None]], *,
                seeds: Sequence[int] = (0,), valid_fraction: float = 0.1,
-               task_ids: Iterable[str] | None = None, workers: int | None = None
-               ) -> dict[tuple[str, str], list[Path]]:
+               task_ids: Iterable[str] | None = None, workers: int | None = None,
+               sources: Sequence[str] | None = None) -> dict[tuple[str, str], list[Path]]:
     """``train_seeds`` for each (device, kind, hyper) of ``runs``, all fits in one pool of up to
     ``workers`` single-threaded processes (default: the usable CPUs), in the order of ``runs``
     then seeds: put the slowest kind first, so that the short fits fill the cores at the end.
     One pool for every fit rather than one per (device, kind): with 3 seeds on 2 cores a pool
     per pair leaves a core idle while each pair's third seed trains. Returns each pair's model
-    files, the first seed's first."""
+    files, the first seed's first. ``sources``: as ``train_model``'s."""
     import concurrent.futures as cf
     import multiprocessing
     import os
@@ -137,7 +140,8 @@ def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | Non
     seeds = list(seeds)
     task_ids = None if task_ids is None else list(task_ids)
     held = holdout_task_ids(paths)
-    records = {d: measured(paths, d) for d in dict.fromkeys(d for d, _, _ in runs)}
+    records = {d: measured(paths, d, sources=sources)
+               for d in dict.fromkeys(d for d, _, _ in runs)}
     jobs = []
     for device, kind, hyper in runs:
         extra = seeds_dir(paths, device, kind)

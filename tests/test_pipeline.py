@@ -66,6 +66,7 @@ def write_params(directory: Path, raw: dict) -> Path:
     ({"train.hyper.xgb": {"max_dpeth": 3}}, (), "train.hyper.xgb: model kind 'xgb' rejected"),
     ({"train.hyper.xgb": {"seed": 3}}, (), "train.hyper.xgb.seed: set the seed once"),
     ({"train.seeds": 0}, (), "train.seeds: must be >= 1"),
+    ({"train.sources": ["reference", "logs"]}, (), "train.sources[1]: unknown source 'logs'"),
     ({}, ("train.seeds",), "train.seeds: missing value"),
 ])
 def test_bad_params_name_the_key(tmp_path, changes, drop, message):
