@@ -77,10 +77,11 @@ def training_records(paths: Paths, device: str, model: str) -> int:
 def seconds_per_record(paths: Paths, device: str) -> float:
     """The device's measurement cost per record, from the store: the time between consecutive
     collected records (gaps over SESSION_GAP_S are idle time between sessions), over records."""
-    from tcl.store.catalog import query
+    from tcl.store.catalog import records
 
-    t = query(paths, f"select epoch(measured_at) t from records where device = '{device}' and "
-                     "source = 'collect' order by 1")["t"].to_numpy()
+    frame = records(paths, device, ("measured_at", "source"))
+    t = np.sort(frame.filter(pl.col("source") == "collect")["measured_at"]
+                .dt.epoch("us").to_numpy() / 1e6)
     gaps = np.diff(t)
     return float(gaps[gaps < SESSION_GAP_S].sum() / len(t)) if len(t) > 1 else math.nan
 
@@ -157,12 +158,36 @@ def run(args) -> None:
                         row = {"network_arg": network, "model_arg": model, **asdict(r),
                                "overhead_share": r.overhead_share, "offline": offline,
                                "data_records": (n := training_records(paths, device, which)),
-                               "data_collection_s": n * seconds_per_record(paths, device)}
+                               "data_collection_s": n * seconds_per_record(paths, device),
+                               "sequences": task_sequences(Path(r.out))}
                         with results.open("a") as f:
                             f.write(json.dumps(row) + "\n")
                         print(f"{network} {device} {model}/{update} seed {seed}: "
                               f"{r.latency_ms:.2f} ms (PyTorch {r.torch_ms:.2f}), "
                               f"{r.tune_s:.0f}s", file=sys.stderr)
+
+
+def measured_in_order(run_dir: Path) -> list[tuple[int, float | None]]:
+    """(workload, mean seconds or None when it failed) of every candidate the run measured, in
+    the order measured (the run's database; workload i is task i)."""
+    lines = (run_dir / "database" / "database_tuning_record.json").read_text().splitlines()
+    out = []
+    for line in lines:
+        workload, record = json.loads(line)
+        secs = [float(x) for x in (record[1] or [])]
+        out.append((workload, float(np.mean(secs)) if secs and max(secs) < 1e9 else None))
+    return out
+
+
+def task_sequences(run_dir: Path) -> dict[str, list[float | None]]:
+    """Per task (workload index, as text: JSON keys), its candidates' latencies in ms in the
+    order the search measured them, None for a failure. Within a round MetaSchedule measures
+    the model's best-scored candidates first (epsilon-greedy random picks interleaved), so a
+    prefix of a task's sequence is what a smaller budget for that task would have measured."""
+    out: dict[str, list[float | None]] = {}
+    for workload, secs in measured_in_order(run_dir):
+        out.setdefault(str(workload), []).append(None if secs is None else round(secs * 1e3, 5))
+    return out
 
 
 def replay_curve(run_dir: Path, curve: list[dict]) -> list[dict]:
@@ -179,12 +204,7 @@ def replay_curve(run_dir: Path, curve: list[dict]) -> list[dict]:
         if len(cells) < 4 or not cells[0].isdigit():
             break
         weights[int(cells[0])] = float(cells[3])
-    lines = (run_dir / "database" / "database_tuning_record.json").read_text().splitlines()
-    records = []
-    for line in lines:
-        workload, record = json.loads(line)
-        secs = [float(x) for x in (record[1] or [])]
-        records.append((workload, float(np.mean(secs)) if secs and max(secs) < 1e9 else None))
+    records = measured_in_order(run_dir)
     out = []
     for point in curve:
         best: dict[int, float] = {}
@@ -200,12 +220,14 @@ def replay_curve(run_dir: Path, curve: list[dict]) -> list[dict]:
 
 
 def recurve(results: Path, work: Path) -> None:
-    """Rewrite each row's curve with replay_curve (from its run directory), and its data cost
+    """Rewrite each row's curve with replay_curve and its per-task sequences with
+    task_sequences (from its run directory), and its data cost
     with training_records and seconds_per_record (from the benchmark's copy of the store)."""
     paths = Paths(work.resolve() / "data")
     rows = [json.loads(line) for line in results.read_text().splitlines() if line]
     for r in rows:
         r["curve"] = replay_curve(Path(r["out"]), r["curve"])
+        r["sequences"] = task_sequences(Path(r["out"]))
         model = tcl_model(paths, r["device"]) if r["model_arg"] == "tcl" else r["model_arg"]
         r["data_records"] = training_records(paths, r["device"], model)
         r["data_collection_s"] = r["data_records"] * seconds_per_record(paths, r["device"])
@@ -255,24 +277,56 @@ def _label(model: str, update: str, description: str) -> str:
     return name + (f" [{description.split(' (')[0]}]" if model == "tcl" else "")
 
 
-def summarize(results: Path, plot: str | None = None) -> None:
+def per_task_best(runs: list[dict]) -> dict[str, float]:
+    """Per task, the best latency (ms) each run measured, the median over the runs."""
+    best: dict[str, list[float]] = {}
+    for r in runs:
+        for task, seq in r.get("sequences", {}).items():
+            ok = [x for x in seq if x is not None]
+            if ok:
+                best.setdefault(task, []).append(min(ok))
+    return {t: float(np.median(v)) for t, v in best.items()}
+
+
+def trials_to_reach(sequences: dict[str, list[float | None]], target: dict[str, float]
+                    ) -> tuple[int, int, int]:
+    """(trials, tasks reached, tasks with a target): per task, the position in its measured
+    sequence of the first candidate at least as fast as ``target``'s latency for it, summed
+    over the tasks that reach it. With each task given that many trials, every reached task's
+    best, so the network's estimate over them, is at least as good as the target's."""
+    trials = reached = 0
+    for task, goal in target.items():
+        seq = sequences.get(task, [])
+        hit = next((i + 1 for i, x in enumerate(seq) if x is not None and x <= goal), None)
+        if hit is not None:
+            trials, reached = trials + hit, reached + 1
+    return trials, reached, len(target)
+
+
+def summarize(results: Path, plot: str | None = None, reference: str = "xgb-online",
+              frameworks: Path | None = None) -> None:
+    """The table (per network, device and model), then the targets of issue 26, point 5,
+    against ``reference`` (its runs without an update mode)."""
     rows = [json.loads(line) for line in results.read_text().splitlines() if line]
     if not rows:
         raise TclError(f"{results} holds no runs yet")
-    print("| network | device | model | runs | trials | latency ms | PyTorch eager ms | trials to "
-          "TenSet-MLP's final | wall s to it | device data: records, h | speed-up, wall | "
-          "speed-up, wall + data | search overhead | overhead: search/featurize/predict | "
-          "online pairwise, top-1: as used | online: final model | offline (device records) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| network | device | model | runs | trials | latency ms | PyTorch eager ms | trials to "
+          f"{reference}'s final | wall s to it | per-task trials to {reference}'s best (tasks) | "
+          "device data: records, h | speed-up, wall | speed-up, wall + data | search overhead | "
+          "overhead: search/featurize/predict | online pairwise, top-1: as used | "
+          "online: final model | offline (device records) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["network_arg"], r["device"]), []).append(r)
+    targets = []
     for (network, device), runs in groups.items():
-        ref = [r for r in runs if r["model_arg"] == "tenset-mlp" and r["update"] == "none"]
-        # TenSet-MLP's final latency on the curve (tasks' best, weighted), mean over its seeds
+        ref = [r for r in runs if r["model_arg"] == reference and r["update"] == "none"]
+        # the reference's final latency on the curve (tasks' best, weighted), mean over its seeds
         target = np.mean([r["curve"][-1]["estimate_ms"] for r in ref]) if ref else math.nan
         ref_wall = np.nanmean([_reach(r["curve"], target)[1] for r in ref]) if ref else math.nan
         ref_data = np.mean([r["data_collection_s"] for r in ref]) if ref else math.nan
+        ref_best = per_task_best(ref)
         by_model: dict[tuple, list[dict]] = {}
         for r in runs:
             by_model.setdefault((r["model_arg"], r["update"]), []).append(r)
@@ -289,18 +343,62 @@ def summarize(results: Path, plot: str | None = None) -> None:
             speed_data = (ref_wall + ref_data) / (wall + data_s) if wall == wall else math.nan
             overhead = [r["overhead_share"] for r in g]
             reached = "" if hit.all() else f" ({hit.sum()}/{len(g)} reach)"
+            per_task = [trials_to_reach(r.get("sequences", {}), ref_best) for r in g]
+            task_trials = np.mean([p[0] for p in per_task]) if ref_best and per_task else math.nan
+            task_cell = (f"{task_trials:.0f} ({np.mean([p[1] for p in per_task]):.0f}/"
+                         f"{len(ref_best)})" if task_trials == task_trials else "-")
             ms = ".2f" if np.mean(lat) < 10 else ".1f"
             print(f"| {network} | {device} | {_label(model, update, g[0]['model'])} | {len(g)} | "
                   f"{int(np.mean([r['trials'] for r in g]))} | "
                   f"{_f(np.mean(lat), ms)} ± {_f(_se(lat), ms)} | "
                   f"{_f(np.mean([r['torch_ms'] for r in g]), ms)} | {_f(trials, '.0f')}{reached} | "
-                  f"{_f(wall, '.0f')} | {g[0]['data_records']}, {data_s / 3600:.2f} | "
-                  f"{_f(speed, '.2f')} | {_f(speed_data, '.2f')} | "
+                  f"{_f(wall, '.0f')} | {task_cell} | {g[0]['data_records']}, "
+                  f"{data_s / 3600:.2f} | {_f(speed, '.2f')} | {_f(speed_data, '.2f')} | "
                   f"{np.mean(overhead):.0%} ± {_f(_se(overhead) * 100, '.0f')}% | "
                   f"{_overhead_split(g)} | {_ranking(g, 'as_used')} | {_ranking(g, 'final')} | "
                   f"{_ranking(g, 'offline')} |")
+            if model == "tcl" and ref:
+                ref_trials = np.mean([sum(len(s) for s in r.get("sequences", {}).values())
+                                      or r["trials"] for r in ref])
+                targets.append((g[0]["network"], device, _label(model, update, g[0]["model"]),
+                                np.mean(lat) / np.mean([r["latency_ms"] for r in ref]),
+                                (task_trials + g[0]["data_records"]) / ref_trials
+                                if task_trials == task_trials else math.nan,
+                                f"{np.mean([p[1] for p in per_task]):.0f}/{len(ref_best)}"
+                                if ref_best else "no sequences",
+                                np.mean(lat), np.mean([r["torch_ms"] for r in g])))
+    if targets:
+        print_targets(targets, reference, frameworks)
     if plot:
         _plot(groups, plot)
+
+
+def print_targets(targets: list[tuple], reference: str, frameworks: Path | None) -> None:
+    """Issue 26's targets per tcl row: latency at equal trials against the reference, trials to
+    its per-task best (plus the device records the model learned from) against its trials, and
+    the tuned network against PyTorch eager (same run, same core) and onnxruntime
+    (``frameworks``: benchmarks/frameworks.py's results, same host and core count)."""
+    ort = {}
+    if frameworks is not None and frameworks.exists():
+        for line in frameworks.read_text().splitlines():
+            if line:
+                f = json.loads(line)
+                ort[(f["network"], f["device"])] = f.get("onnxruntime_ms")
+
+    def verdict(x: float, limit: float) -> str:
+        return "-" if x != x else f"{x:.3f} ({'met' if x <= limit else 'missed'})"
+
+    print(f"\nTargets: tcl's latency / {reference}'s at equal trials (<= 1); (per-task trials to "
+          f"{reference}'s best + device records) / {reference}'s trials (<= 1/3; tasks reached); "
+          "tuned / PyTorch eager and tuned / onnxruntime (<= 1)\n")
+    print(f"| network | device | model | latency / {reference} | trials + data / {reference}'s "
+          "| tuned / eager | tuned / onnxruntime |")
+    print("|---|---|---|---|---|---|---|")
+    for network, device, label, ratio, trials, reached, lat, eager in targets:
+        o = ort.get((network, device))
+        print(f"| {network} | {device} | {label} | {verdict(ratio, 1)} | "
+              f"{verdict(trials, 1 / 3)}, tasks reached {reached} | {verdict(lat / eager, 1)} | "
+              f"{verdict(lat / o, 1) if o else '-'} |")
 
 
 def _plot(groups: dict[tuple, list[dict]], out: str) -> None:
@@ -351,13 +449,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="tune in --data itself, not in a copy under --work (adds its records)")
     ap.add_argument("--summarize", action="store_true")
     ap.add_argument("--plot", help="with --summarize: the curves as a PNG")
+    ap.add_argument("--reference", default="xgb-online",
+                    help="with --summarize: the model whose final latency the others race to")
+    ap.add_argument("--frameworks", help="with --summarize: benchmarks/frameworks.py's "
+                    "results, for the onnxruntime target")
     ap.add_argument("--recurve", action="store_true",
                     help="recompute the curves of --results from the runs' files, then stop")
     args = ap.parse_args(argv)
     if args.recurve:
         return report_errors("tuning", lambda: recurve(Path(args.results), Path(args.work)))
     if args.summarize:
-        return report_errors("tuning", lambda: summarize(Path(args.results), args.plot))
+        return report_errors("tuning", lambda: summarize(
+            Path(args.results), args.plot, args.reference,
+            Path(args.frameworks) if args.frameworks else None))
     return report_errors("tuning", lambda: run(args))
 
 

@@ -260,3 +260,27 @@ def test_the_dry_run_plans_from_the_zoo_and_earlier_runs(tiny, tmp_path):
     assert "median of 1 earlier tuning run(s) on cpu-avx2" in plan.describe()
     with pytest.raises(TclError, match="fewer than the .* tasks"):
         plan_tuning(paths, "tiny", "cpu-avx2", trials=1)
+
+
+def test_tuning_benchmark_counts_per_task_trials_to_a_reference_best():
+    """benchmarks/tuning.py's per-task race: the position of each task's first candidate at
+    least as fast as the reference's best for it, summed over the tasks that reach it."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "benchmarks"
+    spec = importlib.util.spec_from_file_location("bench_tuning", root / "tuning.py")
+    bench = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(root))   # its `from _common import ...`
+    try:
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(str(root))
+    ref = [{"sequences": {"0": [3.0, 2.0, None], "1": [5.0, 4.0]}},
+           {"sequences": {"0": [2.5], "1": [6.0, 3.0], "2": [None]}}]
+    best = bench.per_task_best(ref)   # medians of each run's best; task 2 never ran
+    assert best == {"0": 2.25, "1": 3.5}
+    run = {"0": [None, 9.0, 2.2, 1.0], "1": [4.0, 3.6]}   # task 1 never gets to 3.5
+    assert bench.trials_to_reach(run, best) == (3, 1, 2)
+    assert bench.trials_to_reach({}, best) == (0, 0, 2)
