@@ -235,6 +235,31 @@ def recurve(results: Path, work: Path) -> None:
     print(f"recomputed the curves of {len(rows)} runs in {results}", file=sys.stderr)
 
 
+def retime_rows(results: Path, work: Path) -> None:
+    """Time each finished run's compiled network and PyTorch again (``tcl.tune.retime``) and
+    keep the new figures as the row's, the run's own under ``as_tuned``: for runs that shared
+    their host, retimed one after another on a quiet one. Rows retimed already are skipped."""
+    import os
+    import time
+
+    from tcl.tune import retime
+
+    paths = Paths(work.resolve() / "data")
+    rows = [json.loads(line) for line in results.read_text().splitlines() if line]
+    for r in rows:
+        if "as_tuned" in r:
+            continue
+        got = retime(paths, r["out"])
+        r["as_tuned"] = {k: r[k] for k in got}
+        r.update(got)
+        r["retimed"] = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        "load_1min": os.getloadavg()[0]}
+        results.write_text("".join(json.dumps(x) + "\n" for x in rows))   # each as it comes
+        print(f"{r['network']} {r['device']} {r['model_arg']}/{r['update']} seed {r['seed']}: "
+              f"{r['as_tuned']['latency_ms']:.2f} -> {r['latency_ms']:.2f} ms (PyTorch "
+              f"{r['as_tuned']['torch_ms']:.2f} -> {r['torch_ms']:.2f})", file=sys.stderr)
+
+
 def _reach(curve: list[dict], target_ms: float) -> tuple[float, float]:
     """Trials and wall seconds at which the curve's estimate first reaches ``target_ms``."""
     for point in curve:
@@ -455,7 +480,12 @@ def main(argv: list[str] | None = None) -> int:
                     "results, for the onnxruntime target")
     ap.add_argument("--recurve", action="store_true",
                     help="recompute the curves of --results from the runs' files, then stop")
+    ap.add_argument("--retime", action="store_true",
+                    help="time the runs' compiled networks and PyTorch again (a quiet host), "
+                         "keeping the run's own figures in each row, then stop")
     args = ap.parse_args(argv)
+    if args.retime:
+        return report_errors("tuning", lambda: retime_rows(Path(args.results), Path(args.work)))
     if args.recurve:
         return report_errors("tuning", lambda: recurve(Path(args.results), Path(args.work)))
     if args.summarize:

@@ -334,6 +334,44 @@ def _progress_callback(total: int, weights: dict[int, float], show: bool):
     return Progress()
 
 
+def time_compiled(lib: Path, inst, example, device) -> tuple[list[np.ndarray], float, float,
+                                                               float]:
+    """(outputs, mean ms, std ms, PyTorch eager ms) of the compiled network ``lib`` and of
+    PyTorch on the same cores, in a fresh process pinned to the device profile's cores."""
+    import concurrent.futures as cf
+    import functools
+    import multiprocessing
+
+    from .measure.interrupt import quiet_interrupts
+    from .measure.runner import _pin_worker
+
+    m = device.measure
+    spec = None if inst.source is not None else (inst.network, inst.batch, inst.size)
+    with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                initializer=functools.partial(quiet_interrupts, _pin_worker,
+                                                              device.num_cores)) as pool:
+        return pool.submit(_measure_in_pinned_process, str(lib), [x.numpy() for x in example],
+                           device.num_cores, m.number, max(m.repeat, 5), m.min_repeat_ms,
+                           spec).result()
+
+
+def retime(paths: Paths, run_dir: str | Path) -> dict[str, float]:
+    """The finished tuning run's compiled network (``network.so``) and PyTorch eager timed again,
+    as the run timed them: for a quieter host than the one the run shared."""
+    from .device import DeviceRegistry
+
+    run_dir = Path(run_dir)
+    summary_file, lib = run_dir / "summary.json", run_dir / "network.so"
+    if not summary_file.exists() or not lib.exists():
+        raise TclError(f"{run_dir} is not a finished tuning run (summary.json and network.so "
+                       "expected)")
+    summary = json.loads(summary_file.read_text())
+    inst = resolve_instance(paths, summary["network"])
+    device = DeviceRegistry(paths).get(summary["device"])
+    _, mean, std, torch_ms = time_compiled(lib, inst, inst.example(), device)
+    return {"latency_ms": mean, "latency_std_ms": std, "torch_ms": torch_ms}
+
+
 def _measure_in_pinned_process(lib_file: str, inputs: list[np.ndarray], num_cores: int,
                                number: int, repeat: int, min_repeat_ms: int,
                                torch_spec: tuple | None):
@@ -389,19 +427,14 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     evolutionary search (``population`` schedules scored by the model per generation, for
     ``generations`` generations: MetaSchedule's defaults are 512 and 4) guided by ``model``
     (``any_device``: even one made for another device)."""
-    import concurrent.futures as cf
-    import functools
-    import multiprocessing
-
     import torch
 
     if population < 2 or generations < 0:
         raise TclError(f"population {population} / generations {generations}: expected a "
                        "population of at least 2 and generations >= 0")
     from .device import DeviceRegistry, check_runnable
-    from .measure.interrupt import quiet_interrupts
     from .measure.pooled_builder import pooled_builder
-    from .measure.runner import _pin_worker, make_runner
+    from .measure.runner import make_runner
     from .measure.timed import Stopwatch, timed
     from .online import ScoredCostModel
     from .store.msjson import import_database
@@ -463,18 +496,10 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     executable.export_library(str(lib))
     compile_s = time.perf_counter() - start
 
-    inputs = [x.numpy() for x in example]
     with torch.no_grad():
         expected = net(*example)
     expected = [e.numpy() for e in (expected if isinstance(expected, (tuple, list)) else [expected])]
-    m = device.measure
-    spec = None if inst.source is not None else (inst.network, inst.batch, inst.size)
-    with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                initializer=functools.partial(quiet_interrupts, _pin_worker,
-                                                              device.num_cores)) as pool:
-        got, mean, std, torch_ms = pool.submit(
-            _measure_in_pinned_process, str(lib), inputs, device.num_cores, m.number,
-            max(m.repeat, 5), m.min_repeat_ms, spec).result()
+    got, mean, std, torch_ms = time_compiled(lib, inst, example, device)
     if len(got) != len(expected) or any(g.shape != e.shape for g, e in zip(got, expected)):
         raise TclError(f"the tuned {inst.key} returns shapes {[g.shape for g in got]}; PyTorch "
                        f"returns {[e.shape for e in expected]}")
