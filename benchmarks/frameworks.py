@@ -18,6 +18,7 @@ import argparse
 import concurrent.futures as cf
 import functools
 import json
+import os
 import math
 import multiprocessing
 import sys
@@ -32,8 +33,12 @@ from tcl.config import Paths, TclError
 from tcl.measure.timed import median_ms
 
 
-def measure(network: str, batch: int, size, threads: int, repeat: int) -> dict:
-    """Runs pinned to the profile's cores: each framework's latency on one network."""
+def measure(network: str, batch: int, size, threads: int, repeat: int,
+            isa_env: dict[str, str]) -> dict:
+    """Runs pinned to the profile's cores: each framework's latency on one network; PyTorch
+    (eager and torch.compile) capped at the profile's ISA (``isa_env``,
+    ``Device.framework_isa_env``); onnxruntime has no such cap: it uses the host's ISA."""
+    os.environ.update(isa_env)
     import torch
 
     from tcl.zoo.networks import NETWORKS
@@ -89,9 +94,10 @@ def run(args) -> None:
                                         initializer=functools.partial(_pin_worker,
                                                                       device.num_cores)) as pool:
                 row = pool.submit(measure, inst.network, inst.batch, inst.size,
-                                  device.num_cores, args.repeat).result()
+                                  device.num_cores, args.repeat,
+                                  device.framework_isa_env()).result()
             row = {"network_arg": network, "network": inst.key, "device": name,
-                   "threads": device.num_cores, **row}
+                   "threads": device.num_cores, "torch_isa": device.framework_isa_env(), **row}
             with results.open("a") as f:
                 f.write(json.dumps(row) + "\n")
             print(f"{inst.key} {name}: eager {row['eager_ms']:.2f} ms, torch.compile "

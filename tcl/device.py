@@ -91,6 +91,15 @@ class Device:
     def tvm_target(self):
         return make_target(self.target)
 
+    def framework_isa_env(self) -> dict[str, str]:
+        """Environment that caps PyTorch (its ATen kernels and oneDNN) at the vector ISA this
+        profile's codegen targets, so that a framework timed "on the same core" runs the code
+        the profile's chip could run (an SSE4.2 profile on an AVX-512 host: no AVX-512 PyTorch).
+        Empty for an ``mcpu`` not in ``FRAMEWORK_ISA`` (the host's ISA)."""
+        caps = FRAMEWORK_ISA.get(str(self.target.get("mcpu", "")))
+        return {} if caps is None else {"ATEN_CPU_CAPABILITY": caps[0],
+                                        "ONEDNN_MAX_CPU_ISA": caps[1]}
+
     def definition(self) -> dict[str, Any]:
         """What makes the device the device it is: its target, how and where it is measured."""
         return {"target": self.target, "measure": asdict(self.measure),
@@ -107,6 +116,11 @@ class Device:
         d["measure"] = MeasureSettings(**d.get("measure", {}))
         d["requires_flags"] = tuple(d.get("requires_flags", ()))
         return cls(**d)
+
+
+# mcpu -> (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA): the highest ISA PyTorch may use for it.
+FRAMEWORK_ISA = {"nehalem": ("default", "SSE41"), "haswell": ("avx2", "AVX2"),
+                 "skylake-avx512": ("avx512", "AVX512_CORE")}
 
 
 # Built-in profiles. mcpu picks the codegen (vector ISA); num-cores the parallelism the schedule

@@ -24,6 +24,7 @@ The tuning records join the store with source ``tune``, so tuning logs become tr
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -352,7 +353,7 @@ def time_compiled(lib: Path, inst, example, device) -> tuple[list[np.ndarray], f
                                                               device.num_cores)) as pool:
         return pool.submit(_measure_in_pinned_process, str(lib), [x.numpy() for x in example],
                            device.num_cores, m.number, max(m.repeat, 5), m.min_repeat_ms,
-                           spec).result()
+                           spec, device.framework_isa_env()).result()
 
 
 def retime(paths: Paths, run_dir: str | Path) -> dict[str, float]:
@@ -374,9 +375,11 @@ def retime(paths: Paths, run_dir: str | Path) -> dict[str, float]:
 
 def _measure_in_pinned_process(lib_file: str, inputs: list[np.ndarray], num_cores: int,
                                number: int, repeat: int, min_repeat_ms: int,
-                               torch_spec: tuple | None):
+                               torch_spec: tuple | None, torch_env: dict[str, str]):
     """Runs in a fresh process pinned to the profile's cores (``runner._pin_worker``): the
-    compiled network's outputs and latency, and PyTorch eager's latency on the same cores."""
+    compiled network's outputs and latency, and PyTorch eager's latency on the same cores, at
+    the profile's ISA (``torch_env``: ``Device.framework_isa_env``, set before PyTorch's first
+    operation, when it reads them)."""
     import tvm
     from tvm import relax
 
@@ -391,6 +394,7 @@ def _measure_in_pinned_process(lib_file: str, inputs: list[np.ndarray], num_core
     res = np.asarray(timer(*args).results) * 1e3
     torch_ms = float("nan")
     if torch_spec is not None:
+        os.environ.update(torch_env)
         import torch
 
         from .measure.timed import median_ms

@@ -1,7 +1,9 @@
+import os
+
 import pytest
 
 from tcl.config import TclError
-from tcl.device import BUILTIN_DEVICES, DeviceRegistry, check_runnable, make_target
+from tcl.device import BUILTIN_DEVICES, Device, DeviceRegistry, check_runnable, make_target
 
 
 def test_builtin_profiles_are_distinct_platforms():
@@ -49,3 +51,18 @@ def test_profile_the_host_cannot_run_is_refused(monkeypatch):
     with pytest.raises(TclError, match="needs CPU features avx512f"):
         check_runnable(BUILTIN_DEVICES["cpu-avx512"])
     check_runnable(BUILTIN_DEVICES["cpu-avx2"])
+
+
+def test_frameworks_timed_beside_a_profile_run_at_its_isa():
+    """PyTorch timed "on the same core" as a profile uses no wider vector ISA than the profile's
+    codegen: an SSE4.2 profile's environment puts ATen on its default (non-AVX) kernels."""
+    import subprocess
+    import sys
+
+    env = BUILTIN_DEVICES["cpu-sse42"].framework_isa_env()
+    assert env == {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"}
+    out = subprocess.run([sys.executable, "-c", "import torch; "
+                          "print(torch.backends.cpu.get_cpu_capability())"],
+                         env={**os.environ, **env}, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "DEFAULT"
+    assert Device("x", {"kind": "llvm", "mcpu": "unknown-cpu"}).framework_isa_env() == {}
