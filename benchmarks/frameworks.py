@@ -18,8 +18,8 @@ import argparse
 import concurrent.futures as cf
 import functools
 import json
-import os
 import math
+import os
 import multiprocessing
 import sys
 import tempfile
