@@ -144,16 +144,27 @@ def run_measure(params: Params, device: str, progress: bool = True):
 
 def run_featurize(params: Params, progress: bool = True,
                   task_ids: list[str] | None = None) -> int:
-    """Features of every known program of the selected tasks, or of ``task_ids`` of them
+    """Features of every known program of ``feature_tasks``, or of ``task_ids`` of them
     (incremental)."""
     from .features import featurize
     from .scale_out import local_processes
 
     n = featurize(params.paths, task_ids=task_ids if task_ids is not None
-                  else selected_tasks(params)["task_id"].to_list(), progress=progress,
+                  else feature_tasks(params), progress=progress,
                   workers=local_processes(params))
     _say(f"featurize: {n} new programs")
     return n
+
+
+def feature_tasks(params: Params) -> list[str]:
+    """The tasks whose programs need features: the selected ones, and every task of a record
+    the models learn from (``train.sources``) on a device of the params."""
+    from .dataset import measured
+
+    tasks = set(selected_tasks(params)["task_id"].to_list())
+    for device in dict.fromkeys([*params.devices, *params.select.devices]):
+        tasks |= set(measured(params.paths, device, sources=params.train.sources)["task_id"])
+    return sorted(tasks)
 
 
 def run_train(params: Params, device: str, kind: str) -> Path:
