@@ -5,23 +5,27 @@ measured latency in the run's database.
 For each RUN_DIR (what ``tcl tune`` wrote: ``summary.json``, ``database/``, ``curve.csv``) the
 network is extracted and compiled with the run's database as ``tcl tune`` does
 (``tcl.zoo.extract.relax_module``, ``tcl.tvm_compat.compile_database``), through a database view
-that records which fused functions the compile looked up and whether a tuned schedule was found
-(cause (b): a record that does not apply). The compiled network then runs in a fresh process
-pinned like ``tcl tune``'s timing (``tcl.measure.runner._pin_worker``):
+that records which fused functions the compile looked up and whether a tuned record was found
+(cause (b): a record that does not apply); kernels map to tasks by structural hash. Each task's
+best record is also built as the tuning's builder built it (``tcl.measure.builder``) and measured
+again by ``tcl tune``'s runner (``make_runner``). The compiled network then runs in a fresh
+process pinned like ``tcl tune``'s timing (``tcl.measure.runner._pin_worker``):
 
-- end to end with ``tcl.tune._measure_in_pinned_process`` (the very timer ``tcl tune`` uses);
+- end to end with ``tcl.tune._measure_in_pinned_process`` (the timer ``tcl tune`` uses), and as
+  the median of plain runs alternating with the profiled ones (both see the same load);
 - under a VM instrument that times every call (TVM 0.27's Relax VM has no ``profile=True``:
   ``VirtualMachine.set_instrument`` is called before and after each call instruction), median
   over ``--repeats`` runs per call site;
-- each kernel alone, three ways: on MetaSchedule's runner's random inputs with the device's
-  evaluator (warm caches, no cache flush: what the tuning measured), on the inputs it gets in the
-  network (warm), and on those inputs with the caches flushed before every call.
+- each kernel alone (``ALONE``): the best record as tuning built it, and the network's own
+  kernel on the runner's random inputs (warm, back to back: what the runner does), on the inputs
+  it gets in the network, and on those with the caches flushed before each single call.
 
-One table per run: per task, its kernel(s), weight, calls in the profile, the database's best x
-weight (the estimate's share), alone x calls, in the network, and the ratio network / estimate;
-then the kernels outside every task, the VM's builtins, the VM's own overhead (end to end minus
-every timed call) and the totals against ``summary.json``'s latency and the curve's final
-estimate. ``--json FILE`` keeps the measurements.
+One table per run: per task, its kernel(s), whether each got the tuned record, weight, calls in
+the profile, the database's best x weight (the estimate's share), the alone timings x calls, the
+time in the network, network / estimate and network / alone; then the kernels outside every
+task, the VM's builtins, the VM's own overhead (end to end minus every timed call) and the
+totals against ``summary.json``'s latency and the curve's final estimate. ``--json FILE`` keeps
+the measurements. Reads the run directory only (its database is opened from a copy).
 
     python benchmarks/network_gap.py --data data data/tuning/resnet18-b1-224-cpu-sse42-... [...]
 """
@@ -124,7 +128,9 @@ def attribute(calls: list[tuple[str, float]], kernel_task: dict[str, str],
     totals = {"estimate_ms": estimate, "tasks_network_ms": in_tasks,
               "outside_ms": sum(r["network_ms"] for r in outside), "builtins_ms": builtin_ms,
               "vm_overhead_ms": end_to_end_ms - timed, "end_to_end_ms": end_to_end_ms,
-              "tasks_alone_ms": {m: sum(r["alone_ms"][m] for r in rows) for m in modes},
+              # kernels not timed alone in a mode (a gather on random indices) are left out
+              "tasks_alone_ms": {m: sum(r["alone_ms"][m] for r in rows
+                                        if r["alone_ms"][m] == r["alone_ms"][m]) for m in modes},
               "tuned_tasks": sum(1 for t in tasks.values()
                                  if t["kernels"] and len(t["tuned"]) == len(t["kernels"])),
               "tasks": len(tasks)}
@@ -136,8 +142,12 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b > 0 else math.nan
 
 
-ALONE = {"runner": "alone, runner's inputs", "inputs": "alone, network's inputs",
-         "flushed": "alone, caches flushed"}
+# how each kernel is timed alone, in the order of the table's columns (ms of one call)
+ALONE = {"remeasured": "tune's runner again",           # the best record, as tuning measured
+         "built": "best record built as tuned",          # the same program, in this process
+         "runner": "network's kernel, random inputs",   # the compiled kernel, like the runner
+         "inputs": "network's kernel, its inputs",      # ... on what it gets in the network
+         "flushed": "its inputs, caches flushed"}       # ... one call after a cache flush
 
 
 def format_table(run: dict, table: dict) -> str:
@@ -258,10 +268,15 @@ def best_ms(database, task, target) -> float:
     return float(np.mean(secs)) * 1e3 if secs and max(secs) < FAILED_RUN_SECS else math.nan
 
 
-def compile_run(paths: Paths, run: dict, run_dir: Path, lib_file: Path) -> tuple:
-    """Compile the run's network with its database (as tcl tune does) into ``lib_file``.
-    Returns (inputs, kernel -> task name, task name -> info, device)."""
+def compile_run(paths: Paths, run: dict, run_dir: Path, out: Path) -> tuple:
+    """Compile the run's network with its database (as tcl tune does) into ``out/network.so``,
+    and build each task's best record as the tuning's builder did (``tcl.measure.builder``:
+    what the runner timed) into ``out/<task>.tar``. Returns (inputs, kernel -> task name,
+    task name -> info, device)."""
     import torch
+    import tvm
+
+    from tcl.measure.builder import build_to_bytes
 
     from tcl.device import DeviceRegistry
     from tcl.store.records import task_id_of
@@ -284,10 +299,20 @@ def compile_run(paths: Paths, run: dict, run_dir: Path, lib_file: Path) -> tuple
         lookups: dict[str, tuple[tuple[str, str], bool]] = {}
         executable = ms.relax_integration.compile_relax(recording_view(database, lookups), mod,
                                                        target, None)
-        executable.export_library(str(lib_file))
+        executable.export_library(str(out / "network.so"))
         by_id = {task_id_of(t.dispatched[0]): t for t in tasks}
         info = {t.task_name: {"weight": int(t.weight), "best_ms": best_ms(database, t, target),
                               "kernels": [], "tuned": []} for t in tasks}
+        for t in tasks:
+            sch = database.query_schedule(t.dispatched[0], target, t.task_name)
+            if sch is None:
+                continue
+            data, error = build_to_bytes(tvm.ir.save_json(sch.mod), tvm.ir.save_json(target))
+            if data is not None:
+                (out / f"{t.task_name}.tar").write_bytes(data)
+                info[t.task_name]["as_tuned"] = str(out / f"{t.task_name}.tar")
+                info[t.task_name]["args"] = ms.arg_info.ArgInfo.from_prim_func(
+                    t.dispatched[0]["main"])
     kernel_task = {}
     for name, (ids, found) in lookups.items():
         tid = next((i for i in ids if i in by_id), None)
@@ -313,9 +338,10 @@ def _kernel_module(lib, name: str):
 
 
 def measure_pinned(lib_file: str, inputs: list, num_cores: int, number: int, repeat: int,
-                   min_repeat_ms: int, repeats: int) -> dict:
+                   min_repeat_ms: int, repeats: int, as_tuned: dict[str, str]) -> dict:
     """Runs pinned to the profile's cores: the network end to end (tcl tune's timer), its calls
-    under the VM instrument (``repeats`` runs), and each kernel alone."""
+    under the VM instrument (``repeats`` runs), and each kernel alone; ``as_tuned``: kernel ->
+    its task's best record as the tuning built it (timed alone too, on the runner's inputs)."""
     import time
 
     import tvm
@@ -357,21 +383,50 @@ def measure_pinned(lib_file: str, inputs: list, num_cores: int, number: int, rep
     for name, host_args in first_args.items():
         kmod = _kernel_module(lib, name)
         net_args = [tvm.runtime.tensor(a, dev) for a in host_args]
-        rand_args = [tvm.runtime.empty(a.shape, str(a.dtype), dev) for a in host_args]
-        for a in rand_args:
-            fill(a)
         warm = kmod.time_evaluator(name, dev, number=number, repeat=repeat,
                                    min_repeat_ms=min_repeat_ms)
         # one call per repeat, each after flushing the caches of every argument but the first
         flushed = kmod.time_evaluator(name, dev, number=1, repeat=max(repeat, 10),
                                       f_preproc="cache_flush_cpu_non_first_arg")
-        alone[name] = {"runner": float(np.mean(warm(*rand_args).results)) * 1e3,
-                       "inputs": float(np.mean(warm(*net_args).results)) * 1e3,
+        # medians: on a shared host a mean takes in whatever preempted one repeat
+        alone[name] = {"inputs": float(np.median(warm(*net_args).results)) * 1e3,
                        "flushed": float(np.median(flushed(*net_args).results)) * 1e3}
+        # random integers are out-of-bounds indices (a gather would read outside its table:
+        # MetaSchedule's runner fails on them too, and the estimate leaves such a task out)
+        if any(a.dtype.kind not in "fc" for a in host_args):
+            continue
+        rand_args = [tvm.runtime.empty(a.shape, str(a.dtype), dev) for a in host_args]
+        for a in rand_args:
+            fill(a)
+        alone[name]["runner"] = float(np.median(warm(*rand_args).results)) * 1e3
+        if name in as_tuned:
+            tuned = tvm.runtime.load_module(as_tuned[name])
+            timer = tuned.time_evaluator(tuned.entry_name, dev, number=number, repeat=repeat,
+                                         min_repeat_ms=min_repeat_ms)
+            alone[name]["built"] = float(np.median(timer(*rand_args).results)) * 1e3
     return {"end_to_end_ms": statistics.median(plain_ms[1:]), "timer_ms": mean,
             "timer_std_ms": std, "runs": runs[1:], "alone": alone,
             "pinned": {"affinity": sorted(os.sched_getaffinity(0)),
                        "TVM_NUM_THREADS": os.environ.get("TVM_NUM_THREADS")}}
+
+
+def remeasure(device, tasks: dict[str, dict]) -> dict[str, float]:
+    """Each task's best record (as the tuning built it) measured again by tcl tune's runner
+    (``tcl.measure.runner.make_runner``), now: task name -> ms (the mean of its repeats)."""
+    from tcl.measure.runner import make_runner, runner_device_type
+    from tcl.tvm_compat import meta_schedule
+
+    ms = meta_schedule()
+    names = [t for t, info in tasks.items() if "as_tuned" in info]
+    inputs = [ms.runner.RunnerInput(tasks[t]["as_tuned"], runner_device_type(device),
+                                    tasks[t].pop("args")) for t in names]
+    out = {}
+    for name, future in zip(names, make_runner(device).run(inputs)):
+        result = future.result()
+        secs = [float(x) for x in (result.run_secs or [])]
+        out[name] = float(np.mean(secs)) * 1e3 if result.error_msg is None and secs \
+            else math.nan
+    return out
 
 
 def gap(paths: Paths, run_dir: Path, repeats: int) -> dict:
@@ -381,14 +436,20 @@ def gap(paths: Paths, run_dir: Path, repeats: int) -> dict:
 
     run = load_run(run_dir)
     with tempfile.TemporaryDirectory() as tmp:
-        lib = Path(tmp) / "network.so"
-        inputs, kernel_task, tasks, device = compile_run(paths, run, run_dir, lib)
+        inputs, kernel_task, tasks, device = compile_run(paths, run, run_dir, Path(tmp))
+        as_tuned = {k: tasks[t]["as_tuned"] for k, t in kernel_task.items()
+                    if "as_tuned" in tasks[t]}
+        runner_now = remeasure(device, tasks)
         m = device.measure
         with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
                                     initializer=functools.partial(quiet_interrupts, _pin_worker,
                                                                   device.num_cores)) as pool:
-            got = pool.submit(measure_pinned, str(lib), inputs, device.num_cores, m.number,
-                              max(m.repeat, 5), m.min_repeat_ms, repeats).result()
+            got = pool.submit(measure_pinned, str(Path(tmp) / "network.so"), inputs,
+                              device.num_cores, m.number, max(m.repeat, 5), m.min_repeat_ms,
+                              repeats, as_tuned).result()
+    for kernel, task in kernel_task.items():
+        if task in runner_now and kernel in got["alone"]:
+            got["alone"][kernel]["remeasured"] = runner_now[task]
     table = attribute(median_calls(got["runs"]), kernel_task, tasks, got["alone"],
                       got["end_to_end_ms"])
     return {"run_dir": str(run_dir), "run": {k: run[k] for k in ("network", "device", "model",
