@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tcl.config import TclError
+from tcl.config import Paths, TclError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,3 +97,35 @@ def test_a_directory_that_is_not_a_finished_run_is_a_one_line_error(tmp_path, ga
                           tmp_path / "missing"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "not a finished tcl tune run" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_the_gap_of_a_tiny_tuned_network(gap, tmp_path):
+    """A real tuning run of the tiny network through network_gap: every task's kernel is found
+    and carries its tuned record, the weights equal the calls, nothing runs outside the tasks,
+    and the end to end splits into tasks, builtins and the VM's rest."""
+    from test_tune import NET
+
+    from tcl.tune import tune_network
+    from tcl.zoo.user import UserNetworks
+
+    (tmp_path / "tiny_net.py").write_text(NET)
+    paths = Paths(tmp_path / "data")
+    UserNetworks(paths).add("tiny", f"{tmp_path / 'tiny_net.py'}:build", ["1x3x8x8"])
+    out = tmp_path / "run"
+    tune_network(paths, "tiny", "cpu-avx2", "random", trials=3, out=out, progress=False,
+                 population=32, generations=1)
+    result = gap.gap(paths, out, repeats=1)
+    table, t = result["table"], result["table"]["totals"]
+    called = [r for r in table["tasks"] if r["calls"]]
+    assert called and t["tuned_tasks"] == len(called) and not table["outside"]
+    assert all(r["tuned"] == "1/1" and r["weight"] == r["calls"] for r in called)
+    assert set(result["kernel_task"].values()) == {r["task"] for r in table["tasks"]}
+    for r in called:
+        assert r["best_ms"] > 0 and r["network_ms"] > 0
+        assert all(ms > 0 for ms in r["alone_ms"].values()) and "remeasured" in r["alone_ms"]
+    assert t["end_to_end_ms"] == pytest.approx(
+        t["tasks_network_ms"] + t["outside_ms"] + t["builtins_ms"] + t["vm_overhead_ms"])
+    # curve.csv keeps 4 decimals
+    assert t["estimate_ms"] == pytest.approx(result["run"]["estimate_ms"], abs=1e-4)
+    assert result["pinned"]["TVM_NUM_THREADS"] == "2"      # cpu-avx2's cores, as tcl tune pins
