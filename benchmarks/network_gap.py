@@ -259,13 +259,16 @@ def recording_view(database, lookups: dict[str, tuple[tuple[str, str], bool]]):
 
 
 def best_ms(database, task, target) -> float:
-    """The task's best measured latency in ``database`` (ms: the mean of the best record's
-    repeats, as ``tcl tune``'s curve counts it), NaN if none ran."""
-    from tcl.store.msjson import FAILED_RUN_SECS
+    """The task's best measured latency in ``database`` (ms, NaN if none ran), counted as
+    ``tcl tune``'s curve counts a measurement (``tcl.online.run_latency``)."""
+    from types import SimpleNamespace
+
+    from tcl.online import run_latency
 
     rec = database.query_tuning_record(task.dispatched[0], target, task.task_name)
-    secs = [float(s) for s in (rec.run_secs or [])] if rec is not None else []
-    return float(np.mean(secs)) * 1e3 if secs and max(secs) < FAILED_RUN_SECS else math.nan
+    if rec is None:
+        return math.nan
+    return run_latency(SimpleNamespace(run_secs=rec.run_secs, error_msg=None)) * 1e3
 
 
 def compile_run(paths: Paths, run: dict, run_dir: Path, out: Path) -> tuple:
@@ -414,19 +417,15 @@ def remeasure(device, tasks: dict[str, dict]) -> dict[str, float]:
     """Each task's best record (as the tuning built it) measured again by tcl tune's runner
     (``tcl.measure.runner.make_runner``), now: task name -> ms (the mean of its repeats)."""
     from tcl.measure.runner import make_runner, runner_device_type
+    from tcl.online import run_latency
     from tcl.tvm_compat import meta_schedule
 
     ms = meta_schedule()
     names = [t for t, info in tasks.items() if "as_tuned" in info]
     inputs = [ms.runner.RunnerInput(tasks[t]["as_tuned"], runner_device_type(device),
                                     tasks[t].pop("args")) for t in names]
-    out = {}
-    for name, future in zip(names, make_runner(device).run(inputs)):
-        result = future.result()
-        secs = [float(x) for x in (result.run_secs or [])]
-        out[name] = float(np.mean(secs)) * 1e3 if result.error_msg is None and secs \
-            else math.nan
-    return out
+    return {name: run_latency(future.result()) * 1e3
+            for name, future in zip(names, make_runner(device).run(inputs))}
 
 
 def gap(paths: Paths, run_dir: Path, repeats: int) -> dict:
