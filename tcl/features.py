@@ -126,6 +126,68 @@ def trace_to_json(trace) -> str:
     return canonical_trace_json(plain(trace.as_json()))
 
 
+# ---------------------------------------------------------------------------------------------
+# Feature views: the per-store rows as stored ("raw"), with their counts made relative to the
+# program's size ("size"), or both side by side ("both"); a model's ``features`` option.
+
+FEATURE_VIEWS = ("raw", "size", "both")
+LOOP_PRODUCT_COLUMN = 161   # slog of the product of a store's loop extents (group 5)
+
+
+def _size_columns() -> np.ndarray:
+    """Columns of a PerStoreFeature row (TVM 0.27 ``per_store_feature.cc``, all slog-scaled)
+    that count work or memory traffic of the whole loop nest, so they grow with the task's size:
+    group 1's 16 arithmetic-op counts (0-15); per buffer (5 x 18 from 57) bytes, unique bytes,
+    lines, unique lines (+3..+6) and the same four divided by the reuse count (+13..+16);
+    group 4's allocation x loop product and outer loop product (158, 159); group 5's loop
+    product (161). Left alone: one-hot flags, the vectorize / unroll / parallel extents, reuse
+    distances and strides, the allocation's own size (compared with the hardware: vector width,
+    cores, caches), the arithmetic-intensity curve (a ratio) and loop counts."""
+    per_buffer = [57 + 18 * b + k for b in range(5) for k in (3, 4, 5, 6, 13, 14, 15, 16)]
+    return np.asarray(list(range(16)) + per_buffer + [158, 159, LOOP_PRODUCT_COLUMN], np.int64)
+
+
+SIZE_COLUMNS = _size_columns()
+
+
+def size_normalised(per_store: np.ndarray, store_offsets: np.ndarray) -> np.ndarray:
+    """Per-store rows with each ``SIZE_COLUMNS`` value made relative to the program's size: in
+    log space (the values are slog = log2(1 + x)) minus the slog of the largest loop product of
+    the program's stores, i.e. log2((1 + x) / (1 + S)). S is the iteration space of the task's
+    main computation (for a dense or conv task its MACs: about log2(FLOPs) - 1), the same for
+    every program of most tasks (docs/results.md, size-normalised features), and read from the
+    rows themselves, so any caller's programs (tuning candidates too) get it without a task
+    table. A program without stores has no rows to change."""
+    per_store = np.asarray(per_store, np.float32)
+    out = per_store.copy()
+    counts = np.diff(store_offsets)
+    if not len(per_store):
+        return out
+    owner = np.repeat(np.arange(len(counts)), counts)
+    starts = np.asarray(store_offsets[:-1])[counts > 0]
+    size = np.maximum.reduceat(per_store[:, LOOP_PRODUCT_COLUMN], starts)
+    per_program = np.zeros(len(counts), np.float32)
+    per_program[counts > 0] = size
+    out[:, SIZE_COLUMNS] -= per_program[owner][:, None]
+    return out
+
+
+def feature_view(per_store: np.ndarray, store_offsets: np.ndarray, view: str) -> np.ndarray:
+    """The rows a model with ``features: view`` reads: raw (as stored, 164 columns), size
+    (``size_normalised``, 164) or both (raw then the normalised ``SIZE_COLUMNS``, 223)."""
+    if view == "raw":
+        return per_store
+    if view not in FEATURE_VIEWS:
+        raise TclError(f"features {view!r} is unknown; expected one of {list(FEATURE_VIEWS)}")
+    normal = size_normalised(per_store, store_offsets)
+    return normal if view == "size" else np.hstack([per_store, normal[:, SIZE_COLUMNS]])
+
+
+def view_width(view: str) -> int:
+    """Columns per store row of a feature view."""
+    return PER_STORE_WIDTH + len(SIZE_COLUMNS) if view == "both" else PER_STORE_WIDTH
+
+
 FEATURE_SCHEMA = {"program_id": pl.Utf8, "task_id": pl.Utf8, "n_stores": pl.Int32,
                   "per_store": pl.List(pl.Float32), "n_tokens": pl.Int32,
                   "tokens": pl.List(pl.Float32)}

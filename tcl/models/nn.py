@@ -8,6 +8,7 @@ their net.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from abc import abstractmethod
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import TclError
-from ..features import TOKEN_WIDTH, VOCAB
+from ..features import FEATURE_VIEWS, TOKEN_WIDTH, VOCAB, feature_view
 from ..metrics import pairwise_accuracy
 from .base import PER_STORE_WIDTH, CostModel, ProgramSet
 from .checkpoint import read_checkpoint, write_checkpoint
@@ -49,7 +50,7 @@ class Batch:
     n: int
     group: Tensor
     labels: Tensor | None
-    stores: Tensor | None = None       # (S, 164), normalized
+    stores: Tensor | None = None       # (S, 164; 223 for features "both"), normalized
     store_prog: Tensor | None = None
     store_pos: Tensor | None = None
     n_stores: Tensor | None = None     # (n,) after truncation
@@ -180,11 +181,12 @@ class CostNet(nn.Module):
     """A network scoring a ``Batch``. ``needs`` names the inputs it reads ("stores", "tokens");
     the input scales (TenSet-style per-column max normalization) are buffers, saved with it."""
 
-    def __init__(self, needs: Iterable[str], max_stores: int = 1 << 30, max_tokens: int = 1 << 30):
+    def __init__(self, needs: Iterable[str], max_stores: int = 1 << 30, max_tokens: int = 1 << 30,
+                 store_width: int = PER_STORE_WIDTH):
         super().__init__()
         self.needs = frozenset(needs)
         self.max_stores, self.max_tokens = max_stores, max_tokens
-        self.register_buffer("store_scale", torch.ones(PER_STORE_WIDTH))
+        self.register_buffer("store_scale", torch.ones(store_width))
         self.register_buffer("token_scale", torch.ones(TOKEN_WIDTH - 1))
 
     @abstractmethod
@@ -300,6 +302,9 @@ class NeuralCostModel(CostModel):
             if self.config[key] not in options:
                 raise TclError(f"{key} must be one of {list(options)}, not {self.config[key]!r}")
         check_ranges(self.config, type(self).__name__)
+        if self.config.get("features", "raw") not in FEATURE_VIEWS:   # kinds that take the option
+            raise TclError(f"features must be one of {list(FEATURE_VIEWS)}, not "
+                           f"{self.config['features']!r}")
         self.device = _device(device)
         with torch.random.fork_rng(devices=[]):   # seeded init without touching the caller's RNG
             torch.manual_seed(self.config["seed"])
@@ -309,6 +314,16 @@ class NeuralCostModel(CostModel):
     @abstractmethod
     def build(self, config: dict[str, Any], device: torch.device) -> CostNet: ...
 
+    def _inputs(self, ps: ProgramSet, labels: bool, what: str) -> ProgramSet:
+        """``ps`` checked (``check_programs``), its per-store rows in the model's feature view
+        (config ``features``, for the kinds that have it; raw otherwise)."""
+        check_programs(ps, labels, what)
+        view = self.config.get("features", "raw")
+        if view == "raw":
+            return ps
+        return dataclasses.replace(ps, per_store=feature_view(ps.per_store, ps.store_offsets,
+                                                               view))
+
     def n_parameters(self) -> int:
         return sum(p.numel() for p in self.net.parameters())
 
@@ -317,8 +332,8 @@ class NeuralCostModel(CostModel):
             on_epoch: Callable[[int], None] | None = None) -> "NeuralCostModel":
         """Train; ``on_epoch(n)`` (optional) runs after each epoch n, e.g. to record a learning
         curve (benchmarks/epoch_curve.py)."""
-        check_programs(train, True, "training set")
-        if valid is not None:
+        train = self._inputs(train, True, "training set")
+        if valid is not None:   # predict reads it in the model's view
             check_programs(valid, True, "validation set")
         if not self._scaled:   # a trained or loaded model keeps reading inputs the same way
             self.net.fit_scales(train)
@@ -344,7 +359,7 @@ class NeuralCostModel(CostModel):
 
         def epoch() -> Iterator[Batch]:
             for i, ps in enumerate(batches):
-                check_programs(ps, True, f"stream batch {i}")
+                ps = self._inputs(ps, True, f"stream batch {i}")
                 if not self._scaled:
                     self.net.fit_scales(ps)
                     self._scaled = True
@@ -405,7 +420,7 @@ class NeuralCostModel(CostModel):
             start = end
 
     def predict(self, programs: ProgramSet) -> np.ndarray:
-        check_programs(programs, False, "programs to score")
+        programs = self._inputs(programs, False, "programs to score")
         out = np.empty(len(programs), np.float32)
         self.net.eval()
         with torch.inference_mode():
@@ -416,7 +431,7 @@ class NeuralCostModel(CostModel):
     def embed(self, programs: ProgramSet) -> np.ndarray:
         """float32 (n, width): each program's pooled hidden state before the scoring head, in
         the batches ``predict`` uses (``tcl.samplers.embedding`` reads it)."""
-        check_programs(programs, False, "programs to embed")
+        programs = self._inputs(programs, False, "programs to embed")
         out: np.ndarray | None = None
         self.net.eval()
         with torch.inference_mode():
@@ -438,7 +453,7 @@ class NeuralCostModel(CostModel):
 
     def loss(self, programs: ProgramSet) -> float:
         """Mean per-batch training loss on labelled programs (no gradient)."""
-        check_programs(programs, True, "programs to evaluate")
+        programs = self._inputs(programs, True, "programs to evaluate")
         loss_fn, total, n = LOSSES[self.config["loss"]], 0.0, 0
         self.net.eval()
         with torch.inference_mode():
