@@ -150,37 +150,57 @@ def _size_columns() -> np.ndarray:
 SIZE_COLUMNS = _size_columns()
 
 
-def size_normalised(per_store: np.ndarray, store_offsets: np.ndarray) -> np.ndarray:
-    """Per-store rows with each ``SIZE_COLUMNS`` value made relative to the program's size: in
-    log space (the values are slog = log2(1 + x)) minus the slog of the largest loop product of
-    the program's stores, i.e. log2((1 + x) / (1 + S)). S is the iteration space of the task's
-    main computation (for a dense or conv task its MACs: about log2(FLOPs) - 1), the same for
-    every program of most tasks (docs/results.md, size-normalised features), and read from the
-    rows themselves, so any caller's programs (tuning candidates too) get it without a task
-    table. A program without stores has no rows to change."""
-    per_store = np.asarray(per_store, np.float32)
-    out = per_store.copy()
-    counts = np.diff(store_offsets)
-    if not len(per_store):
+def program_sizes(per_store: np.ndarray, store_offsets: np.ndarray,
+                  index: np.ndarray | None = None) -> np.ndarray:
+    """float32 (n,): the slog of the largest loop product among each program's stores (of the
+    programs at ``index``; all by default), 0 for a program without stores. This is the size
+    ``size_normalised`` divides by: the iteration space of the task's main computation (for a
+    dense or conv task its multiply-adds, about FLOPs / 2), the same for every program of most
+    tasks (docs/results.md, size-normalised features), read from the rows themselves, so any
+    caller's programs (tuning candidates too) get it without a task table."""
+    offsets = np.asarray(store_offsets, np.int64)
+    index = np.arange(len(offsets) - 1) if index is None else np.asarray(index, np.int64)
+    starts, counts = offsets[index], offsets[index + 1] - offsets[index]
+    out = np.zeros(len(index), np.float32)
+    have = counts > 0
+    if not have.any():
         return out
-    owner = np.repeat(np.arange(len(counts)), counts)
-    starts = np.asarray(store_offsets[:-1])[counts > 0]
-    size = np.maximum.reduceat(per_store[:, LOOP_PRODUCT_COLUMN], starts)
-    per_program = np.zeros(len(counts), np.float32)
-    per_program[counts > 0] = size
-    out[:, SIZE_COLUMNS] -= per_program[owner][:, None]
+    first = np.cumsum(counts) - counts                 # where each program's rows start below
+    rows = np.repeat(starts - first, counts) + np.arange(int(counts.sum()))
+    column = np.asarray(per_store, np.float32)[rows, LOOP_PRODUCT_COLUMN]
+    out[have] = np.maximum.reduceat(column, first[have])
+    return out
+
+
+def view_rows(rows: np.ndarray, sizes: np.ndarray, view: str) -> np.ndarray:
+    """Per-store ``rows`` in a feature view, ``sizes`` (``program_sizes``) of each row's
+    program: raw (as stored, 164 columns), size (each ``SIZE_COLUMNS`` value minus its
+    program's size: log2((1 + x) / (1 + S)) in the slog scale, 164) or both (raw then the
+    normalised ``SIZE_COLUMNS``, 223)."""
+    if view == "raw":
+        return rows
+    if view not in FEATURE_VIEWS:
+        raise TclError(f"features {view!r} is unknown; expected one of {list(FEATURE_VIEWS)}")
+    rows = np.asarray(rows, np.float32)
+    counts = rows[:, SIZE_COLUMNS] - np.asarray(sizes, np.float32)[:, None]
+    if view == "both":
+        return np.hstack([rows, counts])
+    out = rows.copy()
+    out[:, SIZE_COLUMNS] = counts
     return out
 
 
 def feature_view(per_store: np.ndarray, store_offsets: np.ndarray, view: str) -> np.ndarray:
-    """The rows a model with ``features: view`` reads: raw (as stored, 164 columns), size
-    (``size_normalised``, 164) or both (raw then the normalised ``SIZE_COLUMNS``, 223)."""
+    """Every row of a program set (``store_offsets``: row ranges per program) in ``view``."""
     if view == "raw":
         return per_store
-    if view not in FEATURE_VIEWS:
-        raise TclError(f"features {view!r} is unknown; expected one of {list(FEATURE_VIEWS)}")
-    normal = size_normalised(per_store, store_offsets)
-    return normal if view == "size" else np.hstack([per_store, normal[:, SIZE_COLUMNS]])
+    owner = np.repeat(np.arange(len(store_offsets) - 1), np.diff(store_offsets))
+    return view_rows(per_store, program_sizes(per_store, store_offsets)[owner], view)
+
+
+def size_normalised(per_store: np.ndarray, store_offsets: np.ndarray) -> np.ndarray:
+    """The "size" view: each count-like value relative to its program's size."""
+    return feature_view(per_store, store_offsets, "size")
 
 
 def view_width(view: str) -> int:

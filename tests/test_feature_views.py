@@ -95,6 +95,19 @@ def test_tenset_mlp_saved_with_a_view_predicts_the_same_after_load(data, tmp_pat
     np.testing.assert_array_equal(again.predict(data[1]), model.predict(data[1]))
 
 
+def test_a_batch_of_any_programs_reads_the_rows_of_the_whole_set_view(data):
+    """The net applies the view per batch (continual training batches through it too): a
+    program's size comes from all its stores, so batches and the whole set agree."""
+    ps = data[1]
+    model = TenSetMLP(device="cpu", features="size", hidden=8)
+    model.net.max_stores = 2                      # truncated programs still use every store
+    index = np.array([5, 0, 17])
+    b = model.net.batch(ps, index)
+    whole = feature_view(ps.per_store, ps.store_offsets, "size")
+    rows = np.concatenate([whole[ps.store_offsets[i]:ps.store_offsets[i] + 2] for i in index])
+    np.testing.assert_array_equal(b.stores.numpy(), rows)   # store_scale is 1 before fitting
+
+
 def test_unknown_view_is_refused_by_both_kinds():
     with pytest.raises(TclError, match="xgb features 'tiny' is unknown"):
         XGBModel(features="tiny")

@@ -15,14 +15,13 @@ import torch
 from torch import Tensor, nn
 
 from ..features import view_width
-from .base import PER_STORE_WIDTH
 from .nn import Batch, CostNet, NeuralCostModel
 
 
 class SegmentSumMLP(CostNet):
-    def __init__(self, hidden: int, width: int = PER_STORE_WIDTH) -> None:
-        super().__init__(("stores",), store_width=width)
-        self.segment_encoder = nn.Sequential(nn.Linear(width, hidden), nn.ReLU(),
+    def __init__(self, hidden: int, features: str = "raw") -> None:
+        super().__init__(("stores",), features=features)
+        self.segment_encoder = nn.Sequential(nn.Linear(view_width(features), hidden), nn.ReLU(),
                                              nn.Linear(hidden, hidden), nn.ReLU())
         self.l0 = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU())
         self.l1 = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU())
@@ -46,4 +45,4 @@ class TenSetMLP(NeuralCostModel):
     defaults = {"hidden": 256, "features": "raw"}
 
     def build(self, config: dict[str, Any], device: torch.device) -> SegmentSumMLP:
-        return SegmentSumMLP(config["hidden"], view_width(config["features"]))
+        return SegmentSumMLP(config["hidden"], config["features"])

@@ -8,7 +8,6 @@ their net.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 from abc import abstractmethod
 from dataclasses import dataclass
@@ -21,7 +20,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import TclError
-from ..features import FEATURE_VIEWS, TOKEN_WIDTH, VOCAB, feature_view
+from ..features import FEATURE_VIEWS, TOKEN_WIDTH, VOCAB, feature_view, program_sizes, view_rows, \
+    view_width
 from ..metrics import pairwise_accuracy
 from .base import PER_STORE_WIDTH, CostModel, ProgramSet
 from .checkpoint import read_checkpoint, write_checkpoint
@@ -179,14 +179,17 @@ def check_ranges(config: dict[str, Any], owner: str) -> None:
 
 class CostNet(nn.Module):
     """A network scoring a ``Batch``. ``needs`` names the inputs it reads ("stores", "tokens");
-    the input scales (TenSet-style per-column max normalization) are buffers, saved with it."""
+    the input scales (TenSet-style per-column max normalization) are buffers, saved with it.
+    ``features``: the view of the per-store rows it reads (``tcl.features.view_rows``), applied
+    here, where every path (training, scoring, the continual trunk) makes its batches."""
 
     def __init__(self, needs: Iterable[str], max_stores: int = 1 << 30, max_tokens: int = 1 << 30,
-                 store_width: int = PER_STORE_WIDTH):
+                 features: str = "raw"):
         super().__init__()
         self.needs = frozenset(needs)
         self.max_stores, self.max_tokens = max_stores, max_tokens
-        self.register_buffer("store_scale", torch.ones(store_width))
+        self.features = features
+        self.register_buffer("store_scale", torch.ones(view_width(features)))
         self.register_buffer("token_scale", torch.ones(TOKEN_WIDTH - 1))
 
     @abstractmethod
@@ -213,7 +216,11 @@ class CostNet(nn.Module):
                   None if ps.labels is None else t(ps.labels[index]))
         if "stores" in self.needs:
             rows, prog, pos, lengths = ragged_rows(ps.store_offsets, index, self.max_stores)
-            b.stores = t(ps.per_store[rows]) * self.store_scale
+            stores = ps.per_store[rows]
+            if self.features != "raw":   # sizes from every store of a program, truncated or not
+                sizes = program_sizes(ps.per_store, ps.store_offsets, index)
+                stores = view_rows(stores, sizes[prog], self.features)
+            b.stores = t(stores) * self.store_scale
             b.store_prog, b.store_pos, b.n_stores = (t(a, torch.int64)
                                                      for a in (prog, pos, lengths))
         if "tokens" in self.needs:
@@ -227,7 +234,8 @@ class CostNet(nn.Module):
 
     def fit_scales(self, ps: ProgramSet) -> None:
         """1 / max |value| per column (1 where a column is all zero), from training data."""
-        for name, rows in (("store_scale", ps.per_store), ("token_scale", ps.tokens[:, 1:])):
+        stores = feature_view(ps.per_store, ps.store_offsets, self.features)
+        for name, rows in (("store_scale", stores), ("token_scale", ps.tokens[:, 1:])):
             peak = np.abs(rows).max(axis=0) if len(rows) else np.zeros(rows.shape[1], np.float32)
             scale = np.where(peak > 0, 1.0 / np.maximum(peak, 1e-30), 1.0)
             getattr(self, name).copy_(torch.as_tensor(scale, dtype=torch.float32))
@@ -314,15 +322,6 @@ class NeuralCostModel(CostModel):
     @abstractmethod
     def build(self, config: dict[str, Any], device: torch.device) -> CostNet: ...
 
-    def _inputs(self, ps: ProgramSet, labels: bool, what: str) -> ProgramSet:
-        """``ps`` checked (``check_programs``), its per-store rows in the model's feature view
-        (config ``features``, for the kinds that have it; raw otherwise)."""
-        check_programs(ps, labels, what)
-        view = self.config.get("features", "raw")
-        if view == "raw":
-            return ps
-        return dataclasses.replace(ps, per_store=feature_view(ps.per_store, ps.store_offsets,
-                                                               view))
 
     def n_parameters(self) -> int:
         return sum(p.numel() for p in self.net.parameters())
@@ -332,8 +331,8 @@ class NeuralCostModel(CostModel):
             on_epoch: Callable[[int], None] | None = None) -> "NeuralCostModel":
         """Train; ``on_epoch(n)`` (optional) runs after each epoch n, e.g. to record a learning
         curve (benchmarks/epoch_curve.py)."""
-        train = self._inputs(train, True, "training set")
-        if valid is not None:   # predict reads it in the model's view
+        check_programs(train, True, "training set")
+        if valid is not None:
             check_programs(valid, True, "validation set")
         if not self._scaled:   # a trained or loaded model keeps reading inputs the same way
             self.net.fit_scales(train)
@@ -359,7 +358,7 @@ class NeuralCostModel(CostModel):
 
         def epoch() -> Iterator[Batch]:
             for i, ps in enumerate(batches):
-                ps = self._inputs(ps, True, f"stream batch {i}")
+                check_programs(ps, True, f"stream batch {i}")
                 if not self._scaled:
                     self.net.fit_scales(ps)
                     self._scaled = True
@@ -420,7 +419,7 @@ class NeuralCostModel(CostModel):
             start = end
 
     def predict(self, programs: ProgramSet) -> np.ndarray:
-        programs = self._inputs(programs, False, "programs to score")
+        check_programs(programs, False, "programs to score")
         out = np.empty(len(programs), np.float32)
         self.net.eval()
         with torch.inference_mode():
@@ -431,7 +430,7 @@ class NeuralCostModel(CostModel):
     def embed(self, programs: ProgramSet) -> np.ndarray:
         """float32 (n, width): each program's pooled hidden state before the scoring head, in
         the batches ``predict`` uses (``tcl.samplers.embedding`` reads it)."""
-        programs = self._inputs(programs, False, "programs to embed")
+        check_programs(programs, False, "programs to embed")
         out: np.ndarray | None = None
         self.net.eval()
         with torch.inference_mode():
@@ -453,7 +452,7 @@ class NeuralCostModel(CostModel):
 
     def loss(self, programs: ProgramSet) -> float:
         """Mean per-batch training loss on labelled programs (no gradient)."""
-        programs = self._inputs(programs, True, "programs to evaluate")
+        check_programs(programs, True, "programs to evaluate")
         loss_fn, total, n = LOSSES[self.config["loss"]], 0.0, 0
         self.net.eval()
         with torch.inference_mode():
