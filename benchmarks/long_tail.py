@@ -15,6 +15,11 @@ mean over the family's networks), pairwise accuracy (pooled over its tasks) and 
 tasks whose top-1 pick fails (a failed pick zeroes its network's score), per family; top-1 and
 pairwise per operator class, pooled over every family's tasks. Seeds give the standard error.
 
+Feature view (issue 27, point 3): ``--features raw|size|both`` (``tcl.features.feature_view``)
+for xgb and tenset-mlp; each row records its ``features`` (rows without it are raw), a job is
+(device, family, model, seed, view), and the summary shows a view other than raw as a model of
+its own (``xgb:size``).
+
 Results: one JSON line per evaluated task per (device, family, model, seed) in ``--results``
 (best latency, best-of-top-k picks and pair counts: what the metrics need); a rerun skips the
 (device, family, model, seed) jobs already there, so an interrupted run resumes.
@@ -40,14 +45,17 @@ import polars as pl
 from _common import report_errors
 from tcl import metrics
 from tcl.config import Paths, TclError
+from tcl.features import FEATURE_VIEWS
 from tcl.zoo.networks import LONG_TAIL
 
 KS = (1, 5)
 CHEAP = ("random", "xgb", "tenset-mlp")   # fitted first, every seed; then the others seed by seed
+FEATURE_MODELS = ("xgb", "tenset-mlp")      # the kinds with a ``features`` option
 
 
 def _job_key(row: dict) -> tuple:
-    return row["device"], row["family"], row["model"], row["seed"]
+    # rows written before the feature views existed are the raw view
+    return row["device"], row["family"], row["model"], row["seed"], row.get("features", "raw")
 
 
 def done_jobs(results: Path) -> set[tuple]:
@@ -83,13 +91,17 @@ def device_data(paths: Paths, device: str) -> dict:
 
 
 def run_device(paths: Paths, device: str, models: list[str], seeds: list[int], hyper: dict,
-               valid_fraction: float, results: Path, families: list[str]) -> None:
+               valid_fraction: float, results: Path, families: list[str],
+               features: str | None = None) -> None:
     from tcl.models import make_model
     from tcl.train import split_tasks
 
     done = done_jobs(results)
+    # the view each kind reads: --features, else its train.hyper entry's, else raw
+    view = lambda kind: "raw" if kind == "random" else \
+        features or hyper.get(kind, {}).get("features", "raw")  # noqa: E731
     jobs = [(f, m, s) for f in families for m in models for s in seeds
-            if (device, f, m, s) not in done]
+            if (device, f, m, s, view(m)) not in done]
     if not jobs:
         print(f"{device}: every job is in {results}", file=sys.stderr)
         return
@@ -111,7 +123,8 @@ def run_device(paths: Paths, device: str, models: list[str], seeds: list[int], h
             n_train = 0
         else:
             train, valid = pick(train_ids), pick(valid_ids) if valid_ids else None
-            model = make_model(kind, **{**hyper.get(kind, {}), "seed": seed})
+            extra = {} if features is None else {"features": features}
+            model = make_model(kind, **{**hyper.get(kind, {}), **extra, "seed": seed})
             model.fit(train, valid)
             scores = np.asarray(model.predict(test), np.float64)
             n_train = len(train)
@@ -122,14 +135,16 @@ def run_device(paths: Paths, device: str, models: list[str], seeds: list[int], h
         with results.open("a") as out:
             for row in per_task.iter_rows(named=True):
                 out.write(json.dumps({"device": device, "family": family, "model": kind,
-                                      "seed": seed, "n_train_programs": n_train,
+                                      "seed": seed, "features": view(kind),
+                                      "n_train_programs": n_train,
                                       "n_train_tasks": len(train_ids), "fit_secs": round(secs, 1),
                                       "shared_with_other_families": others,
                                       **{k: (v if not isinstance(v, float) or math.isfinite(v)
                                              else None) for k, v in row.items()}}) + "\n")
         top1 = metrics.task_scores(per_task, KS)["top1"].mean()
-        print(f"{device} {family:16s} {kind:11s} seed {seed}: {len(test_ids)} tasks, "
-              f"{len(test)} programs; mean task top-1 {top1:.3f}; {secs:.0f}s", file=sys.stderr)
+        print(f"{device} {family:16s} {kind:11s} {view(kind)} seed {seed}: "
+              f"{len(test_ids)} tasks, {len(test)} programs; mean task top-1 {top1:.3f}; "
+              f"{secs:.0f}s", file=sys.stderr)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,8 +157,14 @@ def _frame(results: Path) -> pl.DataFrame:
     rows = [json.loads(line) for line in results.read_text().splitlines() if line]
     if not rows:
         raise TclError(f"{results} holds no results yet")
-    return pl.DataFrame(rows, infer_schema_length=None).with_columns(
+    frame = pl.DataFrame(rows, infer_schema_length=None).with_columns(
         pl.col("best", "pick1", "pick5").fill_null(float("inf")))
+    if "features" in frame.columns:   # a view other than raw is a model of its own: "xgb:size"
+        frame = frame.with_columns(pl.when(pl.col("features").fill_null("raw") == "raw")
+                                   .then(pl.col("model"))
+                                   .otherwise(pl.col("model") + ":" + pl.col("features"))
+                                   .alias("model"))
+    return frame
 
 
 def per_run(frame: pl.DataFrame, paths: Paths) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -266,12 +287,15 @@ def run(args, paths: Paths, results: Path) -> None:
     models = args.models.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
     random_seeds = [int(s) for s in args.random_seeds.split(",")]
+    if args.features is not None and set(models) - set(FEATURE_MODELS) - {"random"}:
+        raise TclError(f"--features {args.features} applies to {list(FEATURE_MODELS)} (and "
+                       f"random, which reads no features); got --models {args.models}")
     cheap = [m for m in models if m in CHEAP]
     slow = [m for m in models if m not in CHEAP]
     for device in args.devices.split(","):
         fit = lambda kinds, seeds_: run_device(  # noqa: E731
             paths, device, kinds, seeds_, params.train.hyper, params.train.valid_fraction,
-            results, families)
+            results, families, args.features)
         if "random" in models:
             fit(["random"], random_seeds)
         for kind in [m for m in cheap if m != "random"]:
@@ -291,6 +315,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--random-seeds", default="0,1,2,3,4,5,6,7,8,9",
                     help="seeds of the random ranking (cheap: more of them)")
+    ap.add_argument("--features", choices=FEATURE_VIEWS,
+                    help="per-store feature view of the models (tcl.features.feature_view; "
+                         "default: train.hyper's, else raw), recorded in each row; rows of "
+                         "different views never mix")
     ap.add_argument("--results", default="docs/bench-long-tail.jsonl")
     ap.add_argument("--summarize", action="store_true")
     ap.add_argument("--plot", help="with --summarize: write the plot here")

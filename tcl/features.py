@@ -126,6 +126,88 @@ def trace_to_json(trace) -> str:
     return canonical_trace_json(plain(trace.as_json()))
 
 
+# ---------------------------------------------------------------------------------------------
+# Feature views: the per-store rows as stored ("raw"), with their counts made relative to the
+# program's size ("size"), or both side by side ("both"); a model's ``features`` option.
+
+FEATURE_VIEWS = ("raw", "size", "both")
+LOOP_PRODUCT_COLUMN = 161   # slog of the product of a store's loop extents (group 5)
+
+
+def _size_columns() -> np.ndarray:
+    """Columns of a PerStoreFeature row (TVM 0.27 ``per_store_feature.cc``, all slog-scaled)
+    that count work or memory traffic of the whole loop nest, so they grow with the task's size:
+    group 1's 16 arithmetic-op counts (0-15); per buffer (5 x 18 from 57) bytes, unique bytes,
+    lines, unique lines (+3..+6) and the same four divided by the reuse count (+13..+16);
+    group 4's allocation x loop product and outer loop product (158, 159); group 5's loop
+    product (161). Left alone: one-hot flags, the vectorize / unroll / parallel extents, reuse
+    distances and strides, the allocation's own size (compared with the hardware: vector width,
+    cores, caches), the arithmetic-intensity curve (a ratio) and loop counts."""
+    per_buffer = [57 + 18 * b + k for b in range(5) for k in (3, 4, 5, 6, 13, 14, 15, 16)]
+    return np.asarray(list(range(16)) + per_buffer + [158, 159, LOOP_PRODUCT_COLUMN], np.int64)
+
+
+SIZE_COLUMNS = _size_columns()
+
+
+def program_sizes(per_store: np.ndarray, store_offsets: np.ndarray,
+                  index: np.ndarray | None = None) -> np.ndarray:
+    """float32 (n,): the slog of the largest loop product among each program's stores (of the
+    programs at ``index``; all by default), 0 for a program without stores. This is the size
+    ``size_normalised`` divides by: the iteration space of the task's main computation (for a
+    dense or conv task its multiply-adds, about FLOPs / 2), the same for every program of most
+    tasks (docs/results.md, size-normalised features), read from the rows themselves, so any
+    caller's programs (tuning candidates too) get it without a task table."""
+    offsets = np.asarray(store_offsets, np.int64)
+    index = np.arange(len(offsets) - 1) if index is None else np.asarray(index, np.int64)
+    starts, counts = offsets[index], offsets[index + 1] - offsets[index]
+    out = np.zeros(len(index), np.float32)
+    have = counts > 0
+    if not have.any():
+        return out
+    first = np.cumsum(counts) - counts                 # where each program's rows start below
+    rows = np.repeat(starts - first, counts) + np.arange(int(counts.sum()))
+    column = np.asarray(per_store, np.float32)[rows, LOOP_PRODUCT_COLUMN]
+    out[have] = np.maximum.reduceat(column, first[have])
+    return out
+
+
+def view_rows(rows: np.ndarray, sizes: np.ndarray, view: str) -> np.ndarray:
+    """Per-store ``rows`` in a feature view, ``sizes`` (``program_sizes``) of each row's
+    program: raw (as stored, 164 columns), size (each ``SIZE_COLUMNS`` value minus its
+    program's size: log2((1 + x) / (1 + S)) in the slog scale, 164) or both (raw then the
+    normalised ``SIZE_COLUMNS``, 223)."""
+    if view == "raw":
+        return rows
+    if view not in FEATURE_VIEWS:
+        raise TclError(f"features {view!r} is unknown; expected one of {list(FEATURE_VIEWS)}")
+    rows = np.asarray(rows, np.float32)
+    counts = rows[:, SIZE_COLUMNS] - np.asarray(sizes, np.float32)[:, None]
+    if view == "both":
+        return np.hstack([rows, counts])
+    out = rows.copy()
+    out[:, SIZE_COLUMNS] = counts
+    return out
+
+
+def feature_view(per_store: np.ndarray, store_offsets: np.ndarray, view: str) -> np.ndarray:
+    """Every row of a program set (``store_offsets``: row ranges per program) in ``view``."""
+    if view == "raw":
+        return per_store
+    owner = np.repeat(np.arange(len(store_offsets) - 1), np.diff(store_offsets))
+    return view_rows(per_store, program_sizes(per_store, store_offsets)[owner], view)
+
+
+def size_normalised(per_store: np.ndarray, store_offsets: np.ndarray) -> np.ndarray:
+    """The "size" view: each count-like value relative to its program's size."""
+    return feature_view(per_store, store_offsets, "size")
+
+
+def view_width(view: str) -> int:
+    """Columns per store row of a feature view."""
+    return PER_STORE_WIDTH + len(SIZE_COLUMNS) if view == "both" else PER_STORE_WIDTH
+
+
 FEATURE_SCHEMA = {"program_id": pl.Utf8, "task_id": pl.Utf8, "n_stores": pl.Int32,
                   "per_store": pl.List(pl.Float32), "n_tokens": pl.Int32,
                   "tokens": pl.List(pl.Float32)}

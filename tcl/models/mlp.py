@@ -4,6 +4,8 @@ summed, and two residual ReLU layers and a linear decoder give the score. Traine
 LambdaRank, Adam lr 7e-4, weight decay 1e-6, 512 programs per batch, gradient clip 0.5, 50
 epochs (TenSet's LambdaRank settings). TenSet's optional workload embedding (160 extra columns
 per row) is not used: our tasks are ranked within themselves, which is what LambdaRank scores.
+``features`` picks the view of the per-store rows (``tcl.features.feature_view``: raw,
+size-normalised or both), saved in the model's config so predict reads the same view.
 """
 from __future__ import annotations
 
@@ -12,14 +14,14 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .base import PER_STORE_WIDTH
+from ..features import view_width
 from .nn import Batch, CostNet, NeuralCostModel
 
 
 class SegmentSumMLP(CostNet):
-    def __init__(self, hidden: int) -> None:
-        super().__init__(("stores",))
-        self.segment_encoder = nn.Sequential(nn.Linear(PER_STORE_WIDTH, hidden), nn.ReLU(),
+    def __init__(self, hidden: int, features: str = "raw") -> None:
+        super().__init__(("stores",), features=features)
+        self.segment_encoder = nn.Sequential(nn.Linear(view_width(features), hidden), nn.ReLU(),
                                              nn.Linear(hidden, hidden), nn.ReLU())
         self.l0 = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU())
         self.l1 = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU())
@@ -36,10 +38,11 @@ class SegmentSumMLP(CostNet):
 
 
 class TenSetMLP(NeuralCostModel):
-    """TenSet-MLP baseline. ``hidden``: width of every layer (TenSet: 256)."""
+    """TenSet-MLP baseline. ``hidden``: width of every layer (TenSet: 256); ``features``: the
+    per-store view (raw: TenSet's)."""
 
     kind = "tenset-mlp"
-    defaults = {"hidden": 256}
+    defaults = {"hidden": 256, "features": "raw"}
 
     def build(self, config: dict[str, Any], device: torch.device) -> SegmentSumMLP:
-        return SegmentSumMLP(config["hidden"])
+        return SegmentSumMLP(config["hidden"], config["features"])

@@ -20,7 +20,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import TclError
-from ..features import TOKEN_WIDTH, VOCAB
+from ..features import FEATURE_VIEWS, TOKEN_WIDTH, VOCAB, feature_view, program_sizes, view_rows, \
+    view_width
 from ..metrics import pairwise_accuracy
 from .base import PER_STORE_WIDTH, CostModel, ProgramSet
 from .checkpoint import read_checkpoint, write_checkpoint
@@ -49,7 +50,7 @@ class Batch:
     n: int
     group: Tensor
     labels: Tensor | None
-    stores: Tensor | None = None       # (S, 164), normalized
+    stores: Tensor | None = None       # (S, 164; 223 for features "both"), normalized
     store_prog: Tensor | None = None
     store_pos: Tensor | None = None
     n_stores: Tensor | None = None     # (n,) after truncation
@@ -178,13 +179,17 @@ def check_ranges(config: dict[str, Any], owner: str) -> None:
 
 class CostNet(nn.Module):
     """A network scoring a ``Batch``. ``needs`` names the inputs it reads ("stores", "tokens");
-    the input scales (TenSet-style per-column max normalization) are buffers, saved with it."""
+    the input scales (TenSet-style per-column max normalization) are buffers, saved with it.
+    ``features``: the view of the per-store rows it reads (``tcl.features.view_rows``), applied
+    here, where every path (training, scoring, the continual trunk) makes its batches."""
 
-    def __init__(self, needs: Iterable[str], max_stores: int = 1 << 30, max_tokens: int = 1 << 30):
+    def __init__(self, needs: Iterable[str], max_stores: int = 1 << 30, max_tokens: int = 1 << 30,
+                 features: str = "raw"):
         super().__init__()
         self.needs = frozenset(needs)
         self.max_stores, self.max_tokens = max_stores, max_tokens
-        self.register_buffer("store_scale", torch.ones(PER_STORE_WIDTH))
+        self.features = features
+        self.register_buffer("store_scale", torch.ones(view_width(features)))
         self.register_buffer("token_scale", torch.ones(TOKEN_WIDTH - 1))
 
     @abstractmethod
@@ -211,7 +216,11 @@ class CostNet(nn.Module):
                   None if ps.labels is None else t(ps.labels[index]))
         if "stores" in self.needs:
             rows, prog, pos, lengths = ragged_rows(ps.store_offsets, index, self.max_stores)
-            b.stores = t(ps.per_store[rows]) * self.store_scale
+            stores = ps.per_store[rows]
+            if self.features != "raw":   # sizes from every store of a program, truncated or not
+                sizes = program_sizes(ps.per_store, ps.store_offsets, index)
+                stores = view_rows(stores, sizes[prog], self.features)
+            b.stores = t(stores) * self.store_scale
             b.store_prog, b.store_pos, b.n_stores = (t(a, torch.int64)
                                                      for a in (prog, pos, lengths))
         if "tokens" in self.needs:
@@ -225,7 +234,8 @@ class CostNet(nn.Module):
 
     def fit_scales(self, ps: ProgramSet) -> None:
         """1 / max |value| per column (1 where a column is all zero), from training data."""
-        for name, rows in (("store_scale", ps.per_store), ("token_scale", ps.tokens[:, 1:])):
+        stores = feature_view(ps.per_store, ps.store_offsets, self.features)
+        for name, rows in (("store_scale", stores), ("token_scale", ps.tokens[:, 1:])):
             peak = np.abs(rows).max(axis=0) if len(rows) else np.zeros(rows.shape[1], np.float32)
             scale = np.where(peak > 0, 1.0 / np.maximum(peak, 1e-30), 1.0)
             getattr(self, name).copy_(torch.as_tensor(scale, dtype=torch.float32))
@@ -300,6 +310,9 @@ class NeuralCostModel(CostModel):
             if self.config[key] not in options:
                 raise TclError(f"{key} must be one of {list(options)}, not {self.config[key]!r}")
         check_ranges(self.config, type(self).__name__)
+        if self.config.get("features", "raw") not in FEATURE_VIEWS:   # kinds that take the option
+            raise TclError(f"features must be one of {list(FEATURE_VIEWS)}, not "
+                           f"{self.config['features']!r}")
         self.device = _device(device)
         with torch.random.fork_rng(devices=[]):   # seeded init without touching the caller's RNG
             torch.manual_seed(self.config["seed"])
@@ -308,6 +321,7 @@ class NeuralCostModel(CostModel):
 
     @abstractmethod
     def build(self, config: dict[str, Any], device: torch.device) -> CostNet: ...
+
 
     def n_parameters(self) -> int:
         return sum(p.numel() for p in self.net.parameters())

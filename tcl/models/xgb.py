@@ -17,6 +17,8 @@ fails and an unseen large tile can score high. "reg" gives a failure the target
 ``FAILED_TARGET`` (-1, a margin below every running program's label in (0, 1]) and the weight
 ``fail_weight`` (default 1, the best program's weight; 0 is MetaSchedule's), so failures score
 below the programs that run. "rank" already counts a failure as the worse member of its pairs.
+``features`` picks the view of the per-store rows the trees read (``tcl.features.feature_view``:
+raw, size-normalised or both); it is saved with the model, so predict reads the same view.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..config import TclError
+from ..features import FEATURE_VIEWS, TOKEN_WIDTH, feature_view
 from ..metrics import failed
 from .base import CostModel, ProgramSet
 
@@ -40,7 +43,8 @@ RANK_MIN_DELTA = 1e-3  # pair-loss improvement that counts for early stopping
 class _PackSum:
     """Per-store rows of a program set and the row -> program map."""
 
-    def __init__(self, programs: ProgramSet, with_labels: bool, fail_weight: float = 0.0):
+    def __init__(self, programs: ProgramSet, with_labels: bool, fail_weight: float = 0.0,
+                 features: str = "raw"):
         import xgboost as xgb
 
         counts = np.diff(programs.store_offsets)
@@ -56,7 +60,8 @@ class _PackSum:
             self.t = np.where(fail, np.float32(FAILED_TARGET), self.y)
             self.w = np.where(fail, np.float32(fail_weight), self.y)
         rows = self.t[self.ids] if self.t is not None else None
-        self.dmatrix = xgb.DMatrix(np.asarray(programs.per_store, np.float32), label=rows)
+        rows_in = feature_view(programs.per_store, programs.store_offsets, features)
+        self.dmatrix = xgb.DMatrix(np.asarray(rows_in, np.float32), label=rows)
         if rows is not None:
             self.dmatrix.set_weight(self.w[self.ids])
 
@@ -113,9 +118,13 @@ class XGBModel(CostModel):
                  min_child_weight: float = 0.0, eta: float = 0.2, seed: int = 43,
                  nthread: int | None = None, tree_method: str = "auto",
                  num_boost_round: int = 10000, early_stopping_rounds: int = 50,
-                 rank_pairs: int = 16, fail_weight: float = 1.0, verbose: bool = False):
+                 rank_pairs: int = 16, fail_weight: float = 1.0, features: str = "raw",
+                 verbose: bool = False):
         if objective not in OBJECTIVES:
             raise TclError(f"xgb objective {objective!r} is unknown; expected one of {OBJECTIVES}")
+        if features not in FEATURE_VIEWS:
+            raise TclError(f"xgb features {features!r} is unknown; expected one of "
+                           f"{list(FEATURE_VIEWS)}")
         for key, value, low, high in (
                 ("max_depth", max_depth, 1, 64), ("gamma", gamma, 0, None),
                 ("min_child_weight", min_child_weight, 0, None), ("eta", eta, 1e-6, 1.0),
@@ -134,7 +143,7 @@ class XGBModel(CostModel):
             min_child_weight=min_child_weight, eta=eta, seed=seed, nthread=nthread,
             tree_method=tree_method, num_boost_round=num_boost_round,
             early_stopping_rounds=early_stopping_rounds, rank_pairs=rank_pairs,
-            fail_weight=fail_weight, verbose=verbose)
+            fail_weight=fail_weight, features=features, verbose=verbose)
         self.booster = None
         self.best_iteration: int | None = None
 
@@ -151,8 +160,6 @@ class XGBModel(CostModel):
 
     @staticmethod
     def _checked(programs: ProgramSet, what: str, need_labels: bool) -> ProgramSet:
-        from ..features import TOKEN_WIDTH
-
         programs.validate(TOKEN_WIDTH)
         if need_labels and programs.labels is None:
             raise TclError(f"{what} programs have no labels; xgb needs measured programs to fit")
@@ -166,13 +173,14 @@ class XGBModel(CostModel):
         train = train.subset(np.flatnonzero(has_stores))  # as MetaSchedule: no features, no row
         if len(train) == 0:
             raise TclError("no training program has per-store features; nothing to fit")
-        fail_weight = self.params["fail_weight"]
-        d_train = _PackSum(train, with_labels=True, fail_weight=fail_weight)
+        fail_weight, features = self.params["fail_weight"], self.params["features"]
+        d_train = _PackSum(train, with_labels=True, fail_weight=fail_weight, features=features)
         d_eval = d_train
         if valid is not None and len(valid):
             valid = self._checked(valid, "validation", True)
             valid = valid.subset(np.flatnonzero(np.diff(valid.store_offsets) > 0))
-            d_eval = _PackSum(valid, with_labels=True, fail_weight=fail_weight) if len(valid) \
+            d_eval = _PackSum(valid, with_labels=True, fail_weight=fail_weight,
+                              features=features) if len(valid) \
                 else d_train
         rank = self.params["objective"] == "rank"
         if rank:
@@ -204,7 +212,7 @@ class XGBModel(CostModel):
         if self.booster is None:
             raise TclError("xgb model is not fitted: call fit() or load a saved model first")
         self._checked(programs, "scored", False)
-        pack = _PackSum(programs, with_labels=False)
+        pack = _PackSum(programs, with_labels=False, features=self.params["features"])
         store_pred = self.booster.predict(pack.dmatrix, output_margin=True,
                                           iteration_range=(0, self.best_iteration + 1))
         scores = pack.program_scores(store_pred)
