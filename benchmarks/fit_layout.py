@@ -22,7 +22,7 @@ import torch  # noqa: E402
 from _common import pipeline_task_ids, report_errors  # noqa: E402
 
 from tcl.config import Paths  # noqa: E402
-from tcl.params import load_params  # noqa: E402
+from tcl.pipeline.params import load_params  # noqa: E402
 from tcl.train import train_info_file, train_many  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,12 +8,12 @@ from __future__ import annotations
 import argparse
 
 from .config import TclError
-from .params import DEFAULT_FILE, load_params
-from .pipeline import STAGES
+from .pipeline.params import DEFAULT_FILE, load_params
+from .pipeline.stages import STAGES
 
 
 def cmd_stage(args) -> int:
-    from . import pipeline
+    from .pipeline import stages as pipeline
 
     _no_data(args)
     needs = {"measure": ["device"], "select": ["device"],

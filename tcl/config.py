@@ -91,7 +91,7 @@ class Paths:
 
     @property
     def failures_file(self) -> Path:
-        """Devices whose add-device run failed (``tcl.status``)."""
+        """Devices whose add-device run failed (``tcl.pipeline.status``)."""
         return self.root / "device-failures.json"
 
     @property

@@ -87,7 +87,7 @@ def setup_self_alias(tmp_path):
 
 
 def setup_huge_params(tmp_path):
-    from tcl.params import MAX_FILE_BYTES
+    from tcl.pipeline.params import MAX_FILE_BYTES
 
     f = tmp_path / "params.yaml"
     f.write_text("data: data\n#" + "x" * MAX_FILE_BYTES + "\n")

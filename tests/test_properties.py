@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tcl.config import Paths, TclError
 from tcl.device import BUILTIN_DEVICES, make_target
-from tcl.params import load_params, parse_params
+from tcl.pipeline.params import load_params, parse_params
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = yaml.safe_load((ROOT / "tests" / "tiny_params.yaml").read_text())

@@ -1,7 +1,7 @@
 """Continual learning across devices: one model for every device, distilled device by device.
 
 ``make_distiller(name)`` gives one of ``DISTILLERS`` (each in its own module); ``MultiDeviceModel``
-is the model they produce; ``tcl.continual.run`` puts them in the pipeline (the device
+is the model they produce; ``tcl.pipeline.continual`` puts them in the pipeline (the device
 sequence, the model registry).
 """
 from __future__ import annotations

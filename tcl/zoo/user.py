@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..config import Paths, TclError
-from ..params import DEFAULT_FACTORY_TIMEOUT_S
+from ..pipeline.params import DEFAULT_FACTORY_TIMEOUT_S
 from ..store.jsonfile import JsonRegistry
 from .networks import NETWORKS, NetworkInstance
 

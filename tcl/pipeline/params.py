@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from .budget import check_budget
-from .config import Paths, TclError, read_text
+from ..budget import check_budget
+from ..config import Paths, TclError, read_text
 
 DEFAULT_FILE = "params.yaml"
 # A params file is a page of knobs: larger files, and YAML whose aliases expand to more nodes
@@ -227,11 +227,11 @@ TOP_KEYS = ("data", "devices", "zoo", "sample", "measure", "train", "select", "e
 
 def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     """Validate the parsed YAML ``raw`` of ``source``; see the module docstring."""
-    from .device import DeviceRegistry
-    from .models import MODEL_KINDS
-    from .sampling import MAX_PROGRAMS_PER_TASK
-    from .zoo.networks import NETWORKS
-    from .zoo.user import user_networks
+    from ..device import DeviceRegistry
+    from ..models import MODEL_KINDS
+    from ..sampling import MAX_PROGRAMS_PER_TASK
+    from ..zoo.networks import NETWORKS
+    from ..zoo.user import user_networks
 
     r = _Reader(source.name if source.name == DEFAULT_FILE else str(source))
     top = r.section(raw, "", TOP_KEYS)
@@ -345,7 +345,7 @@ def _scale_out_params(r: _Reader, raw: Any) -> ScaleOutParams:
 
 def _select_params(r: _Reader, raw: Any, devices: tuple[str, ...], known: set[str],
                    train: TrainParams) -> SelectParams:
-    from .samplers import SAMPLERS
+    from ..samplers import SAMPLERS
 
     s = r.section(raw, "select", ("devices", "sampler", "budget", "rounds", "weights",
                                   "per_task", "teacher", "seed"))
@@ -374,7 +374,7 @@ def _select_params(r: _Reader, raw: Any, devices: tuple[str, ...], known: set[st
 
 def _continual_params(r: _Reader, raw: Any, known: set[str], measured: tuple[str, ...],
                       train: TrainParams) -> ContinualParams:
-    from .continual import BACKBONES, DISTILLERS
+    from ..continual import BACKBONES, DISTILLERS
 
     c = r.section(raw, "continual", ("first", "then", "backbone", "method", "subset",
                                      "subset_from", "kd_new", "kd_old", "ewc", "seed"))
@@ -437,7 +437,7 @@ def _sequence(r: _Reader, first: Any, then: Any, known: set[str],
 
 def check_model_params(params: Params, reader: _Reader | None = None) -> None:
     """Build every listed model once (untrained) so a rejected hyperparameter fails now."""
-    from .models import make_model
+    from ..models import make_model
 
     r = reader or _Reader(params.source.name)
     for i, kind in enumerate(params.train.models):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from .config import Paths, TclError
+from ..config import Paths, TclError
 
 if TYPE_CHECKING:   # Prefect is imported only after prefect_defaults()
     from prefect.states import State

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import polars as pl
 
-from .config import TclError
+from ..config import TclError
 from .params import Params
+from .tasks import instances, selected_tasks
 
 STAGES = ("zoo", "sample", "measure", "featurize", "train", "select", "distill", "evaluate")
 
@@ -26,32 +27,14 @@ def _say(msg: str) -> None:
     print(msg, flush=True)
 
 
-def instances(params: Params):
-    """The zoo's network instances that the params select."""
-    from .zoo.networks import zoo_instances
-    from .zoo.user import user_networks
-
-    return zoo_instances(list(params.zoo.networks), small=params.zoo.small,
-                         user=user_networks(params.paths, params.zoo.factory_timeout_s))
-
-
 def run_zoo(params: Params) -> int:
     """Extract the tasks of the selected networks not yet in the zoo; returns tasks selected."""
-    from .zoo.extract import build_zoo
+    from ..zoo.extract import build_zoo
 
     build_zoo(params.paths, instances=instances(params))
     n = len(selected_tasks(params))
     _say(f"zoo: {n} tasks selected from {len(params.zoo.networks)} networks")
     return n
-
-
-def selected_tasks(params: Params) -> pl.DataFrame:
-    """The selected networks' tasks, at most ``sample.max_train_tasks`` /
-    ``sample.max_holdout_tasks`` of each split (see ``tcl.zoo.extract.select_tasks``)."""
-    from .zoo.extract import select_tasks
-
-    return select_tasks(params.paths, [i.key for i in instances(params)],
-                        params.sample.max_train_tasks, params.sample.max_holdout_tasks)
 
 
 def run_sample(params: Params, progress: bool = True, task_ids: list[str] | None = None) -> int:
@@ -60,7 +43,7 @@ def run_sample(params: Params, progress: bool = True, task_ids: list[str] | None
     sampled."""
     from tqdm import tqdm
 
-    from .sampling import ensure_candidates, load_candidates
+    from ..sampling import ensure_candidates, load_candidates
 
     paths, n = params.paths, params.sample.programs_per_task
     tasks = selected_tasks(params)
@@ -84,8 +67,8 @@ def measure_todo(params: Params, device: str) -> pl.DataFrame:
     Counts by program id per device name, unlike ``tcl collect``'s plan (record ids, which
     include the host CPU): a clone of the committed dataset on another CPU is complete for the
     pipeline, while ``tcl collect`` there would measure the programs anew for that host."""
-    from .sampling import candidates_file
-    from .store.catalog import Catalog, _sql_list
+    from ..sampling import candidates_file
+    from ..store.catalog import Catalog, _sql_list
 
     paths, n = params.paths, params.sample.programs_per_task
     tasks = selected_tasks(params)
@@ -119,8 +102,8 @@ def measure_todo(params: Params, device: str) -> pl.DataFrame:
 
 def run_measure(params: Params, device: str, progress: bool = True):
     """Measure on ``device`` what ``measure_todo`` says is missing; returns CollectStats."""
-    from .device import DeviceRegistry
-    from .measure.collect import CollectStats, collect
+    from ..device import DeviceRegistry
+    from ..measure.collect import CollectStats, collect
 
     todo = measure_todo(params, device)
     left = todo.filter(pl.col("todo") > 0)
@@ -146,7 +129,7 @@ def run_featurize(params: Params, progress: bool = True,
                   task_ids: list[str] | None = None) -> int:
     """Features of every known program of the selected tasks, or of ``task_ids`` of them
     (incremental)."""
-    from .features import featurize
+    from ..features import featurize
     from .scale_out import local_processes
 
     n = featurize(params.paths, task_ids=task_ids if task_ids is not None
@@ -175,7 +158,7 @@ def run_train_all(params: Params) -> dict[tuple[str, str], Path]:
 
 
 def _train(params: Params, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], Path]:
-    from .train import train_info_file, train_many
+    from ..train import train_info_file, train_many
 
     files = train_many(params.paths, [(d, k, params.train.hyper_of(k)) for d, k in pairs],
                        seeds=params.train.seed_list, valid_fraction=params.train.valid_fraction,
@@ -192,9 +175,9 @@ def run_select(params: Params, device: str, progress: bool = True):
     """Active collection on ``device`` (one of ``select.devices``): the sampler picks
     ``select.budget`` of the device's pool (the sampled candidates of the selected tasks) and
     only the picks are measured; round 0's model is ``select.teacher``. Resumable."""
-    from .device import DeviceRegistry
-    from .measure.active import Selection, select_and_measure
-    from .models import load_model
+    from ..device import DeviceRegistry
+    from ..measure.active import Selection, select_and_measure
+    from ..models import load_model
 
     sel = params.select
     if device not in sel.devices:
@@ -211,13 +194,13 @@ def run_select(params: Params, device: str, progress: bool = True):
 
 
 def run_distill(params: Params, device: str | None = None, method: str | None = None) -> dict:
-    """``tcl.continual.run.distill_device`` for ``device``, or for every device of
+    """``tcl.pipeline.continual.distill_device`` for ``device``, or for every device of
     ``continual.sequence`` in order (each one whose inputs are unchanged is skipped). Writes
     ``reports/continual/<device>.json`` for each: its model (made now, or the one its unchanged
     inputs made before) and that model's metrics. That file is the DVC metrics of the device's
     stage and what the next device's stage depends on: a new teacher model reruns its
     students, an unchanged one leaves the file as it was."""
-    from .continual.run import distill_device
+    from .continual import distill_device
 
     reports = {}
     for d in [device] if device else list(params.continual.sequence):
@@ -235,7 +218,7 @@ def run_distill(params: Params, device: str | None = None, method: str | None = 
 
 def run_evaluate(params: Params) -> tuple[pl.DataFrame, dict]:
     """Evaluate every (device, model) on the held-out networks; writes the report files."""
-    from .train import evaluate_models
+    from ..train import evaluate_models
 
     frame, files = evaluate_models(
         params.paths, params.devices, params.train.models, params.paths.reports_dir,

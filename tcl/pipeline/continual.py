@@ -27,10 +27,11 @@ import numpy as np
 import polars as pl
 
 from ..config import Paths, TclError
-from ..params import Params
+from ..continual.base import DeviceData, Settings
 from ..registry import Entry, ModelRegistry
 from ..store import catalog
-from .base import DeviceData, Settings
+from .params import Params
+from .tasks import training_tasks
 
 SUBSET_RUN = "continual-subset"   # the selection run of subsets picked from measured records
 
@@ -65,13 +66,6 @@ def _program_set(paths: Paths, rows: pl.DataFrame, labels: bool):
     if not labels:
         frame = frame.drop("latency", strict=False)
     return to_program_set(frame.sort("task_id", "program_id"), with_labels=labels)
-
-
-def training_tasks(params: Params) -> list[str]:
-    from ..pipeline import selected_tasks
-
-    tasks = selected_tasks(params)
-    return sorted(tasks.filter(~pl.col("holdout"))["task_id"].to_list())
 
 
 def pool_rows(params: Params, task_ids: list[str]) -> pl.DataFrame:
@@ -232,7 +226,7 @@ def prepare_distill(params: Params, device: str, method: str | None = None,
 
 def fit_distill(job: DistillJob) -> tuple[object, float]:
     """The student model, and the seconds its training took."""
-    from . import make_distiller
+    from ..continual import make_distiller
 
     history = []
     if make_distiller(job.method).needs_old_data:
