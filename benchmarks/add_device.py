@@ -124,7 +124,7 @@ def scores(params_file: Path, device: str, entries: dict) -> dict:
 
 
 def bench(args) -> None:
-    from tcl.device import BUILTIN_DEVICES
+    from tcl.store.devices import BUILTIN_DEVICES
     from tcl.pipeline.params import load_params
     from tcl.registry import ModelRegistry
     from tcl.store.records import RecordStore

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tcl.cli import _zoo_tasks
 from tcl.config import Paths
-from tcl.device import DeviceRegistry, host_cpu_model
+from tcl.store.devices import DeviceRegistry, host_cpu_model
 from tcl.measure.builder import local_builder
 from tcl.measure.collect import collect
 from tcl.sampling import candidates_file

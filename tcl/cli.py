@@ -110,7 +110,7 @@ def _zoo_tasks(paths: Paths, networks: list[str] | None, split: str = "all",
 
 
 def cmd_device(args) -> int:
-    from .device import DeviceRegistry, MeasureSettings, check_runnable
+    from .store.devices import DeviceRegistry, MeasureSettings, check_runnable
 
     reg = DeviceRegistry(_paths(args))
     if args.action == "add":
@@ -212,7 +212,7 @@ def _dry_run_add_device(args, measure) -> int:
     """``tcl device add --dry-run``: the plan of the add-device run (pool, budget, evaluation
     set, estimated time); nothing registered, sampled, measured or written but caches."""
     from .pipeline.add_device import plan_add_device
-    from .device import DeviceRegistry
+    from .store.devices import DeviceRegistry
     from .pipeline.params import load_params
 
     params = load_params(args.params)
@@ -313,7 +313,7 @@ def _zoo_listing(paths: Paths):
 
 
 def cmd_collect(args) -> int:
-    from .device import DeviceRegistry, check_runnable
+    from .store.devices import DeviceRegistry, check_runnable
     from .measure.collect import collect, plan
 
     paths = _paths(args)
@@ -407,8 +407,8 @@ def cmd_query(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from .device import DeviceRegistry
-    from .store.msjson import import_database
+    from .store.devices import DeviceRegistry
+    from .measure.msjson import import_database
 
     paths = _paths(args)
     device = DeviceRegistry(paths).get(args.device)
@@ -425,7 +425,7 @@ def cmd_import(args) -> int:
 
 
 def cmd_predict(args) -> int:
-    from .device import DeviceRegistry
+    from .store.devices import DeviceRegistry
     from .predict import predict_database
 
     paths = _paths(args)
@@ -447,7 +447,7 @@ def cmd_predict(args) -> int:
 
 
 def cmd_score(args) -> int:
-    from .device import DeviceRegistry
+    from .store.devices import DeviceRegistry
     from .score import score_records
 
     paths = _paths(args)
@@ -503,8 +503,8 @@ def cmd_tune(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from .device import DeviceRegistry
-    from .store.msjson import export_database
+    from .store.devices import DeviceRegistry
+    from .measure.msjson import export_database
 
     paths = _paths(args)
     done = export_database(paths, DeviceRegistry(paths).get(args.device), args.dir, args.tasks)
@@ -516,7 +516,7 @@ def cmd_export(args) -> int:
 def cmd_retire(args) -> int:
     from datetime import datetime
 
-    from .device import DeviceRegistry
+    from .store.devices import DeviceRegistry
     from .store.records import RecordStore
 
     def when(option: str, text: str | None):
@@ -545,7 +545,7 @@ def cmd_retire(args) -> int:
 
 def cmd_datacard(args) -> int:
     from . import datacard
-    from .device import DeviceRegistry
+    from .store.devices import DeviceRegistry
 
     paths = _paths(args)
     out = out_path(args.out, "directory") if args.out else paths.reports_dir / "datacard"

@@ -55,6 +55,11 @@ class Paths:
         return self.zoo_dir / "networks.parquet"
 
     @property
+    def imported_tasks_file(self) -> Path:
+        """The tasks of imported JSONDatabase files that the zoo lacks (``tcl import``)."""
+        return self.zoo_dir / "imported_tasks.parquet"
+
+    @property
     def candidates_dir(self) -> Path:
         return self.root / "candidates"
 
@@ -68,6 +73,11 @@ class Paths:
         return self.root / "retired"
 
     @property
+    def retired_log(self) -> Path:
+        """One line per ``tcl retire``: device, cut-off, reason, files and records moved."""
+        return self.retired_dir / "log.jsonl"
+
+    @property
     def features_dir(self) -> Path:
         return self.root / "features"
 
@@ -76,8 +86,26 @@ class Paths:
         return self.root / "models"
 
     @property
+    def registry_file(self) -> Path:
+        """The model registry's table (``tcl.registry``)."""
+        return self.models_dir / "registry.duckdb"
+
+    @property
+    def registry_dir(self) -> Path:
+        """The registry's model files, by content id."""
+        return self.models_dir / "registry"
+
+    @property
     def reports_dir(self) -> Path:
         return self.root / "reports"
+
+    def continual_report(self, device: str) -> Path:
+        """The device's latest continual model and its metrics (``tcl stage distill``)."""
+        return self.reports_dir / "continual" / f"{device}.json"
+
+    def add_device_plot(self, device: str) -> Path:
+        """The add-device run's plot (its Prefect artifact)."""
+        return self.reports_dir / "add-device" / f"{device}.png"
 
     @property
     def stages_file(self) -> Path:
@@ -117,6 +145,16 @@ class Paths:
     def cache_dir(self) -> Path:
         """What can be rebuilt from the store (record file stamps, the catalog file's note)."""
         return self.root / ".cache"
+
+    @property
+    def record_files_cache(self) -> Path:
+        """The record files already checked, by size and mtime (``tcl.store.records``)."""
+        return self.cache_dir / "record-files.json"
+
+    @property
+    def catalog_note(self) -> Path:
+        """What the catalog file was last written from (``tcl.store.catalog``)."""
+        return self.cache_dir / "catalog.json"
 
     @property
     def prefect_home(self) -> Path:

@@ -97,9 +97,10 @@ def remeasure_sample(paths: Paths, device_name: str, fraction: float = 0.01,
     caller summarises. Returns program_id, task_id, first and second latency."""
     import shutil
 
-    from .device import DeviceRegistry
+    from .store.devices import DeviceRegistry
     from .measure.collect import collect
-    from .sampling import CANDIDATE_SCHEMA, candidates_file
+    from .sampling import candidates_file
+    from .store.schemas import CANDIDATE_SCHEMA
     from .store.records import RecordStore, write_parquet_atomic
 
     cat = Catalog(paths, in_memory=True)

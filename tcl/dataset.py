@@ -7,8 +7,8 @@ import numpy as np
 import polars as pl
 
 from .config import Paths, TclError
-from .features import TOKEN_WIDTH, load_features
-from .models.base import PER_STORE_WIDTH, ProgramSet
+from .features import PER_STORE_WIDTH, TOKEN_WIDTH, load_features
+from .models.base import ProgramSet
 from .store.catalog import records
 
 

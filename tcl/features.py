@@ -18,8 +18,8 @@ import numpy as np
 import polars as pl
 
 from .config import Paths, TclError
-from .models.base import PER_STORE_WIDTH
 
+PER_STORE_WIDTH = 164   # MetaSchedule's PerStoreFeature: values per buffer store
 TOKEN_VALUES = 7
 TOKEN_WIDTH = 1 + TOKEN_VALUES
 
@@ -91,39 +91,6 @@ def trace_tokens(trace_json: str | list) -> np.ndarray:
     if not rows:
         return np.zeros((0, TOKEN_WIDTH), np.float32)
     return np.asarray(rows, np.float32)
-
-
-def canonical_trace_json(trace_obj: list) -> str:
-    """The one text form of a trace (ids hash it): compact JSON, booleans as 0/1 as in
-    MetaSchedule's JSONDatabase files, so a trace read back from such a file keeps its id."""
-    def canon(o: Any) -> Any:
-        if isinstance(o, bool):
-            return int(o)
-        if isinstance(o, list):
-            return [canon(x) for x in o]
-        return o
-
-    return json.dumps(canon(trace_obj), separators=(",", ":"))
-
-
-def trace_to_json(trace) -> str:
-    """Canonical JSON of a MetaSchedule trace object (IntImm -> int, FloatImm -> float)."""
-    import tvm
-
-    def plain(o: Any) -> Any:
-        if isinstance(o, (bool, int, float)):
-            return o
-        if isinstance(o, str):
-            return str(o)
-        if isinstance(o, tvm.tirx.IntImm):
-            return int(o.value)
-        if isinstance(o, tvm.tirx.FloatImm):
-            return float(o.value)
-        if hasattr(o, "__iter__") and not hasattr(o, "keys"):
-            return [plain(x) for x in o]
-        raise TclError(f"trace holds a value of type {type(o).__name__} that has no JSON form")
-
-    return canonical_trace_json(plain(trace.as_json()))
 
 
 FEATURE_SCHEMA = {"program_id": pl.Utf8, "task_id": pl.Utf8, "n_stores": pl.Int32,

@@ -102,7 +102,7 @@ def predict_database(paths: Paths, device: str, work_dir: str | Path, model: str
     fastest); the model's description; the skipped lines."""
     from .dataset import to_program_set
     from .features import program_features
-    from .store.msjson import read_programs
+    from .measure.msjson import read_programs
 
     scorer, what = resolve_model(paths, device, model, any_device)   # refused before any work
     programs, stats = read_programs(work_dir)

@@ -75,11 +75,11 @@ class ModelRegistry:
 
     @property
     def file(self) -> Path:
-        return self.paths.models_dir / "registry.duckdb"
+        return self.paths.registry_file
 
     @property
     def store(self) -> Path:
-        return self.paths.models_dir / "registry"
+        return self.paths.registry_dir
 
     def _connect(self, write: bool):
         import duckdb

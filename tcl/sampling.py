@@ -15,8 +15,9 @@ from pathlib import Path
 import polars as pl
 
 from .config import Paths, TclError
-from .features import trace_to_json
 from .store.records import program_id, write_parquet_atomic
+from .store.schemas import CANDIDATE_SCHEMA
+from .store.traces import trace_to_json
 from .tvm_compat import meta_schedule
 
 SAMPLING_TARGET = {"kind": "llvm", "num-cores": 2}
@@ -24,11 +25,6 @@ SAMPLING_TARGET = {"kind": "llvm", "num-cores": 2}
 MAX_PROGRAMS_PER_TASK = 4096
 _CHUNK = 256          # random traces drawn per call: memory stays bounded on any request
 _STALE_TRIES = 64     # consecutive draws that add nothing new: the design space is used up
-CANDIDATE_SCHEMA = {"program_id": pl.Utf8, "task_id": pl.Utf8, "trace_json": pl.Utf8,
-                    "origin": pl.Utf8, "round": pl.Int32,
-                    # the programs-per-task asked for when this round was sampled: a task whose
-                    # design space ran out below it is not sampled again for the same ask
-                    "requested": pl.Int32}
 
 
 def tune_context(mod, target: dict | None = None, seed: int = 0, task_name: str = "main"):

@@ -199,7 +199,7 @@ def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "late
     and an estimated time, without tuning, loading a model, importing TVM or writing anything."""
     import statistics
 
-    from .device import DeviceRegistry
+    from .store.devices import DeviceRegistry
     from .measure.collect import DEFAULT_RECORDS_PER_SEC, measured_throughput
     from .store.records import RecordStore
     from .zoo.extract import load_networks
@@ -398,13 +398,13 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     if population < 2 or generations < 0:
         raise TclError(f"population {population} / generations {generations}: expected a "
                        "population of at least 2 and generations >= 0")
-    from .device import DeviceRegistry, check_runnable
+    from .store.devices import DeviceRegistry, check_runnable
     from .measure.interrupt import quiet_interrupts
     from .measure.pooled_builder import pooled_builder
     from .measure.runner import _pin_worker, make_runner
     from .measure.timed import Stopwatch, timed
     from .online import ScoredCostModel
-    from .store.msjson import import_database
+    from .measure.msjson import import_database
     from .store.records import task_id_of
     from .tvm_compat import compile_database, meta_schedule
     from .zoo.extract import relax_module
@@ -509,7 +509,7 @@ def _set_aside_interrupted(paths: Paths, out: Path, device) -> None:
                        "(choose --out, or remove it)")
     import sys
 
-    from .store.msjson import import_database
+    from .measure.msjson import import_database
 
     added = 0
     db = out / "database"

@@ -115,7 +115,7 @@ def test_a_device_whose_every_measurement_fails_gets_no_model(first_model):
 
 
 def test_an_invalid_target_registers_and_runs_nothing(first_model):
-    from tcl.device import DeviceRegistry
+    from tcl.store.devices import DeviceRegistry
 
     root = first_model.source.parent
     bad = _tcl(root, "device", "add", "broken", "--target", '{"kind": "llvm", "mcpu": "x"}',
@@ -134,7 +134,7 @@ def test_a_dry_run_states_the_plan_and_writes_nothing_tracked(first_model):
     """`tcl device add --dry-run`: pool, budget, evaluation set and an estimate in seconds with
     its source: here no device has enough records for a rate, so a probe measures for real
     (nothing stored); no device is registered and no tracked file changes."""
-    from tcl.device import DeviceRegistry
+    from tcl.store.devices import DeviceRegistry
 
     root = first_model.source.parent
     before = _tracked(root)
@@ -152,7 +152,7 @@ def test_a_dry_run_takes_its_rate_from_the_closest_device(first_model, monkeypat
     """With enough records (the minimum lowered for the tiny profile), the estimate comes from
     the closest registered device's measured rate, named with why it is close."""
     from tcl.pipeline.add_device import plan_add_device
-    from tcl.device import Device
+    from tcl.store.devices import Device
     from tcl.measure import collect
 
     monkeypatch.setattr(collect, "MIN_RECORDS_FOR_RATE", 4)
@@ -169,7 +169,7 @@ def test_a_dry_run_takes_its_rate_from_the_closest_device(first_model, monkeypat
 
 def test_a_collection_reports_progress_while_it_measures(first_model):
     """A progress line (measured of the total, rate, ETA) every ``every_s`` seconds."""
-    from tcl.device import DeviceRegistry
+    from tcl.store.devices import DeviceRegistry
     from tcl.measure.collect import collect
     from tcl.pipeline.tasks import selected_tasks
 
@@ -270,7 +270,7 @@ def test_the_event_triggers_the_served_add_device_deployment(first_model, tmp_pa
     import os
     import signal
 
-    from tcl.device import DeviceRegistry
+    from tcl.store.devices import DeviceRegistry
     from tcl.registry import ModelRegistry
 
     params = first_model

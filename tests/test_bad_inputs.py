@@ -114,7 +114,7 @@ def setup_corrupt_features(tmp_path):   # records and task of t1, its cached fea
     from tcl.config import Paths
     from tcl.features import features_file
     from tcl.store.records import write_parquet_atomic
-    from tcl.zoo.extract import TASK_SCHEMA
+    from tcl.store.schemas import TASK_SCHEMA
 
     paths = Paths(tmp_path / "data")
     RecordStore(paths).append(rows(n=2))
@@ -331,7 +331,7 @@ def test_an_unreachable_tracker_is_retried_and_registers_nothing(tmp_path, capsy
     import socket
 
     from tcl.config import Paths
-    from tcl.device import DeviceRegistry
+    from tcl.store.devices import DeviceRegistry
 
     with socket.socket() as s:              # a port nothing listens on
         s.bind(("127.0.0.1", 0))

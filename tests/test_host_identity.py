@@ -8,7 +8,7 @@ import json
 
 from test_store import rows
 
-from tcl.device import BUILTIN_DEVICES, host_identity, parse_cpuinfo
+from tcl.store.devices import BUILTIN_DEVICES, host_identity, parse_cpuinfo
 from tcl.measure.collect import measured_before
 from tcl.store.records import RecordStore, record_id
 

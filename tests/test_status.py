@@ -16,7 +16,7 @@ from tcl.pipeline.tasks import instances
 from tcl.registry import ModelRegistry
 from tcl.pipeline.status import device_status
 from tcl.store.records import RecordStore, now_utc, write_parquet_atomic
-from tcl.zoo.extract import NETWORK_SCHEMA, TASK_SCHEMA
+from tcl.store.schemas import NETWORK_SCHEMA, TASK_SCHEMA
 from tcl.zoo.networks import zoo_instances
 
 ROOT = Path(__file__).resolve().parents[1]

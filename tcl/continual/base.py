@@ -17,6 +17,7 @@ import numpy as np
 
 from ..config import TclError
 from ..models.base import ProgramSet
+from . import DISTILLERS
 from .model import MultiDeviceModel, check_compatible
 from .train import Schedule, pairwise_on
 
@@ -78,6 +79,11 @@ class Distiller(ABC):
     @abstractmethod
     def _fit(self, teacher: MultiDeviceModel | None, new: DeviceData, settings: Settings,
              history: list[DeviceData]) -> MultiDeviceModel: ...
+
+
+def make_distiller(name: str) -> Distiller:
+    """A new distiller of method ``name`` (one of ``DISTILLERS``)."""
+    return DISTILLERS.make(name)
 
 
 def config_of(settings: Settings) -> dict[str, Any]:

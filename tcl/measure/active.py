@@ -19,7 +19,7 @@ from typing import Any, Callable
 import polars as pl
 
 from ..config import Paths
-from ..device import Device
+from ..store.devices import Device
 from ..store.locks import locked
 from ..store.selections import SelectionStore
 from .collect import CollectStats, collect, measured_throughput

@@ -28,8 +28,8 @@ from typing import Callable, Iterator
 import polars as pl
 
 from ..config import Paths, TclError
-from ..device import Device, check_runnable
 from ..sampling import apply_trace, ensure_candidates
+from ..store.devices import Device, check_runnable
 from ..store.locks import make_lock, try_lock
 from ..store.records import RecordStore, now_utc, record_id
 from ..tvm_compat import meta_schedule

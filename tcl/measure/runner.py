@@ -6,7 +6,7 @@ import os
 from typing import Callable
 
 from ..config import TclError
-from ..device import Device
+from ..store.devices import Device
 
 
 def _pin_worker(num_threads: int) -> None:

@@ -36,10 +36,11 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..features import TOKEN_WIDTH, trace_to_json, trace_tokens
 from ..config import TclError
+from ..features import PER_STORE_WIDTH, TOKEN_WIDTH, trace_tokens
+from ..store.traces import trace_to_json
 from ..tvm_compat import meta_schedule
-from .base import PER_STORE_WIDTH, CostModel, ProgramSet
+from .base import CostModel, ProgramSet
 from .residual import ResidualPrior
 
 ms = meta_schedule()  # before any meta_schedule import: registers tensor intrinsics cheaply

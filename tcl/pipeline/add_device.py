@@ -33,18 +33,18 @@ from typing import Callable
 import polars as pl
 
 from ..config import TclError
-from ..device import Device, DeviceRegistry
 from ..measure.active import ActiveRun, Selection, plan_active, sample_pool
 from ..measure.collect import CollectStats, collect, plan as collect_plan, probe_rate, \
     records_rate
 from ..registry import Entry, ModelRegistry
 from ..store.catalog import records
+from ..store.devices import Device, DeviceRegistry, clear_failed, mark_failed
 from ..store.records import RecordStore, safe_component
 from .continual import (DistillJob, DistillResult, fit_distill, prepare_distill,
                         register_distill)
 from .params import Params
 from .stages import run_featurize
-from .status import clear_failed, mark_failed
+
 from .tasks import selected_tasks
 
 # The steps of the table that ends a run, in order (``AddDeviceRun.secs``).

@@ -226,7 +226,7 @@ def prepare_distill(params: Params, device: str, method: str | None = None,
 
 def fit_distill(job: DistillJob) -> tuple[object, float]:
     """The student model, and the seconds its training took."""
-    from ..continual import make_distiller
+    from ..continual.base import make_distiller
 
     history = []
     if make_distiller(job.method).needs_old_data:

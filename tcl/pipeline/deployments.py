@@ -89,7 +89,7 @@ def add_device(device: str = "", params_file: str = "params.yaml",
     featurize_task(run)
     distill_task(run)
     result = register_task(run)
-    plot = params.paths.reports_dir / "add-device" / f"{device}.png"
+    plot = params.paths.add_device_plot(device)
     text = result.markdown() + _embedded(_plot(result, plot))
     create_markdown_artifact(key=f"add-device-{_key(device)}", markdown=text,
                              description=f"Device {device} added")

@@ -15,14 +15,13 @@ import yaml
 
 from ..budget import check_budget
 from ..config import Paths, TclError, read_text
+from ..zoo import DEFAULT_FACTORY_TIMEOUT_S, FACTORY_TIMEOUT_RANGE
 
 DEFAULT_FILE = "params.yaml"
 # A params file is a page of knobs: larger files, and YAML whose aliases expand to more nodes
 # than this ("billion laughs"), are refused before they are built.
 MAX_FILE_BYTES = 1 << 20
 MAX_EXPANDED_NODES = 100_000
-DEFAULT_FACTORY_TIMEOUT_S = 300.0   # zoo.factory_timeout_s where no params file is read
-FACTORY_TIMEOUT_RANGE = (1.0, 86400.0)   # zoo.factory_timeout_s and tcl zoo add --timeout
 
 
 @dataclass(frozen=True)
@@ -227,7 +226,7 @@ TOP_KEYS = ("data", "devices", "zoo", "sample", "measure", "train", "select", "e
 
 def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     """Validate the parsed YAML ``raw`` of ``source``; see the module docstring."""
-    from ..device import DeviceRegistry
+    from ..store.devices import DeviceRegistry
     from ..models import MODEL_KINDS
     from ..sampling import MAX_PROGRAMS_PER_TASK
     from ..zoo.networks import NETWORKS

@@ -102,7 +102,7 @@ def measure_todo(params: Params, device: str) -> pl.DataFrame:
 
 def run_measure(params: Params, device: str, progress: bool = True):
     """Measure on ``device`` what ``measure_todo`` says is missing; returns CollectStats."""
-    from ..device import DeviceRegistry
+    from ..store.devices import DeviceRegistry
     from ..measure.collect import CollectStats, collect
 
     todo = measure_todo(params, device)
@@ -175,7 +175,7 @@ def run_select(params: Params, device: str, progress: bool = True):
     """Active collection on ``device`` (one of ``select.devices``): the sampler picks
     ``select.budget`` of the device's pool (the sampled candidates of the selected tasks) and
     only the picks are measured; round 0's model is ``select.teacher``. Resumable."""
-    from ..device import DeviceRegistry
+    from ..store.devices import DeviceRegistry
     from ..measure.active import Selection, select_and_measure
     from ..models import load_model
 
@@ -209,7 +209,7 @@ def run_distill(params: Params, device: str | None = None, method: str | None = 
                       "n_records": e.n_records,
                       **{k: v for k, v in e.metrics.items()
                          if k in ("new", "forgetting", "parameters")}}
-        out = params.paths.reports_dir / "continual" / f"{d}.json"
+        out = params.paths.continual_report(d)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(reports[d], indent=2, sort_keys=True, default=str) + "\n")
         _say(f"distill {d}: report in {out}")

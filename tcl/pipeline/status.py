@@ -22,34 +22,10 @@ import polars as pl
 
 from ..config import Paths
 from ..registry import ModelRegistry
-from ..store.jsonfile import JsonRegistry
-from ..store.locks import locked
-from ..store.records import now_utc
+from ..store.devices import failures
 from .params import Params
 
 TRAIN = "train"   # task_uses' use of the tasks the models train on
-
-
-def _failures(paths: Paths) -> JsonRegistry:
-    return JsonRegistry(paths.failures_file, "failed-device state")
-
-
-def failures(paths: Paths) -> dict[str, dict]:
-    return _failures(paths).read()
-
-
-def mark_failed(paths: Paths, device: str, reason: str) -> None:
-    with locked(paths, "devices", what="the device registry"):
-        data = failures(paths)
-        data[device] = {"reason": reason, "at": now_utc().isoformat()}
-        _failures(paths).write(data)
-
-
-def clear_failed(paths: Paths, device: str) -> None:
-    with locked(paths, "devices", what="the device registry"):
-        data = failures(paths)
-        if data.pop(device, None) is not None:
-            _failures(paths).write(data)
 
 
 def task_uses(paths: Paths, params: Params | None = None) -> pl.DataFrame:
@@ -121,12 +97,12 @@ def device_status(paths: Paths, params: Params | None = None) -> pl.DataFrame:
     """One row per device; see the module docstring. ``params`` (the params file of this data
     root) says which tasks the models train on; without it, every task of the zoo but the
     held-out ones."""
-    from ..device import DeviceRegistry
+    from ..store.devices import DeviceRegistry
     from ..store.catalog import Catalog
 
     cat = Catalog(paths, in_memory=True)
     try:
-        # which host measured what: each host_cpu (tcl.device.host_identity) with its records
+        # which host measured what: each host_cpu (tcl.store.devices.host_identity) with its records
         recs = cat.sql("""
             WITH per_host AS (
               SELECT device, string_agg(host_cpu || ': ' || n, '; ' ORDER BY host_cpu) AS hosts

@@ -13,19 +13,12 @@ import polars as pl
 
 from ..config import Paths, TclError
 from ..store.records import read_parquet, task_id_of, write_parquet_atomic
+from ..store.schemas import NETWORK_SCHEMA, TASK_SCHEMA
 from .networks import NetworkInstance, zoo_instances
 
 TARGET = {"kind": "llvm", "num-cores": 2}
 _REDUCE = 2  # tvm.tirx.IterVar.CommReduce (a constant here, so the module imports without TVM)
 
-TASK_SCHEMA: dict[str, pl.DataType] = {
-    "task_id": pl.Utf8, "task_name": pl.Utf8, "op_class": pl.Utf8,
-    "workload_json": pl.Utf8, "flop": pl.Float64,
-}
-NETWORK_SCHEMA: dict[str, pl.DataType] = {
-    "network": pl.Utf8, "batch": pl.Int64, "input_shape": pl.Utf8, "network_key": pl.Utf8,
-    "task_id": pl.Utf8, "weight": pl.Int64, "holdout": pl.Boolean,
-}
 OP_CLASSES = ("conv", "depthwise_conv", "dense", "batch_matmul", "pool", "reduction", "softmax",
               "norm", "injective", "other")
 
@@ -261,12 +254,10 @@ def select_tasks(paths: Paths, network_keys: list[str], max_train: int | None = 
     """
     import duckdb
 
-    from ..store.msjson import imported_tasks_file
-
     limits = {True: max_holdout, False: max_train}
     # The two zoo tables alone: a catalog would also open every record file (seconds on the
     # committed dataset, and every dry run selects tasks).
-    extra = imported_tasks_file(paths)
+    extra = paths.imported_tasks_file
     tasks = pl.concat([load_tasks(paths)] + ([pl.read_parquet(extra)] if extra.exists() else []),
                       how="diagonal_relaxed")
     con = duckdb.connect(":memory:")

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..config import Paths, TclError
-from ..pipeline.params import DEFAULT_FACTORY_TIMEOUT_S
 from ..store.jsonfile import JsonRegistry
+from . import DEFAULT_FACTORY_TIMEOUT_S
 from .networks import NETWORKS, NetworkInstance
 
 DTYPES = ("float32", "float16", "int64", "int32")
