@@ -9,7 +9,7 @@ import argparse
 
 from .config import TclError
 from .pipeline.params import DEFAULT_FILE, load_params
-from .pipeline.stages import STAGES
+from .pipeline import STAGES
 
 
 def cmd_stage(args) -> int:

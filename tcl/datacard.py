@@ -13,8 +13,13 @@ import polars as pl
 
 from .config import Paths
 from .evaluate import markdown_table
+from .measure.collect import collect
 from .metrics import spearman
+from .sampling import candidates_file
 from .store.catalog import Catalog
+from .store.devices import DeviceRegistry
+from .store.records import RecordStore, write_parquet_atomic
+from .store.schemas import CANDIDATE_SCHEMA
 
 
 def device_summary(cat: Catalog) -> pl.DataFrame:
@@ -96,12 +101,6 @@ def remeasure_sample(paths: Paths, device_name: str, fraction: float = 0.01,
     ``min_programs`` ok programs (a rank correlation over 2 or 3 programs says little); the
     caller summarises. Returns program_id, task_id, first and second latency."""
     import shutil
-
-    from .store.devices import DeviceRegistry
-    from .measure.collect import collect
-    from .sampling import candidates_file
-    from .store.schemas import CANDIDATE_SCHEMA
-    from .store.records import RecordStore, write_parquet_atomic
 
     cat = Catalog(paths, in_memory=True)
     try:

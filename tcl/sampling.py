@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from .config import Paths, TclError
+from .store.locks import locked
 from .store.records import program_id, write_parquet_atomic
 from .store.schemas import CANDIDATE_SCHEMA
 from .store.traces import trace_to_json
@@ -142,8 +143,6 @@ def ensure_candidates(paths: Paths, task_id: str, workload_json: str, n: int,
 
     The read-sample-write runs under the task's candidates lock, so concurrent collections
     asking for different counts extend one file instead of overwriting each other's."""
-    from .store.locks import locked
-
     have = load_candidates(paths, task_id)
     if enough_candidates(have, n):  # the common case needs no lock: the file only ever grows
         return have.head(n)

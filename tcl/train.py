@@ -18,6 +18,10 @@ from typing import Any
 import polars as pl
 
 from .config import Paths, TclError
+from .dataset import load_program_set, measured
+from .evaluate import SEED_MARK, evaluate, over_seeds, write_report
+from .models import load_model, make_model
+from .zoo.extract import load_networks, load_tasks
 
 
 def model_file(paths: Paths, device: str, kind: str, index: int = 0) -> Path:
@@ -38,8 +42,6 @@ def seeds_dir(paths: Paths, device: str, kind: str) -> Path:
 
 def holdout_task_ids(paths: Paths) -> set[str]:
     """Tasks that any held-out network runs (evaluation only: never trained on)."""
-    from .zoo.extract import load_networks
-
     nets = load_networks(paths)
     return set(nets.filter(pl.col("holdout"))["task_id"].to_list())
 
@@ -64,9 +66,6 @@ def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | No
     out); a share ``valid_fraction`` of the tasks is kept aside for early stopping.
     ``records`` / ``held``: ``measured(paths, device)`` and ``holdout_task_ids(paths)`` when the
     caller has them (``train_many`` asks once for all its fits)."""
-    from .dataset import load_program_set, measured
-    from .models import make_model
-
     held = holdout_task_ids(paths) if held is None else held
     records = measured(paths, device) if records is None else records
     have = set(records["task_id"].to_list())
@@ -132,8 +131,6 @@ def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | Non
     import os
     import shutil
 
-    from .dataset import measured
-
     seeds = list(seeds)
     task_ids = None if task_ids is None else list(task_ids)
     held = holdout_task_ids(paths)
@@ -172,11 +169,6 @@ def evaluate_models(paths: Paths, devices: Sequence[str], kinds: Sequence[str],
     ``tcl.evaluate.over_seeds``). Writes the report:
     ``tcl.evaluate.write_report``'s files plus ``summary.json`` (mean per device and model: the
     DVC metrics) and ``scores.csv`` (the same as rows: the DVC plot). Returns (frame, files)."""
-    from .dataset import load_program_set, measured
-    from .evaluate import SEED_MARK, evaluate, over_seeds, write_report
-    from .models import load_model
-    from .zoo.extract import load_networks, load_tasks
-
     nets = load_networks(paths)
     if network_keys is not None:
         nets = nets.filter(pl.col("network_key").is_in(list(network_keys)))

@@ -31,6 +31,19 @@ from pathlib import Path
 import numpy as np
 
 from .config import Paths, TclError
+from .dataset import load_program_set
+from .measure.collect import DEFAULT_RECORDS_PER_SEC, measured_throughput
+from .measure.interrupt import quiet_interrupts
+from .measure.msjson import import_database
+from .measure.pooled_builder import pooled_builder
+from .measure.runner import _pin_worker, make_runner
+from .measure.timed import Stopwatch, median_ms, timed
+from .predict import resolve_model
+from .store.devices import DeviceRegistry, check_runnable
+from .store.records import RecordStore, task_id_of
+from .train import holdout_task_ids
+from .tvm_compat import compile_database, meta_schedule
+from .zoo.extract import load_networks, relax_module
 
 MODELS_HELP = "latest | a trained kind (mamba, tenset-mlp, tlp, xgb) | xgb-online | random | FILE"
 ONLINE = {"xgb-online": "xgb", "random": "random"}   # MetaSchedule's own cost models
@@ -199,11 +212,6 @@ def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "late
     and an estimated time, without tuning, loading a model, importing TVM or writing anything."""
     import statistics
 
-    from .store.devices import DeviceRegistry
-    from .measure.collect import DEFAULT_RECORDS_PER_SEC, measured_throughput
-    from .store.records import RecordStore
-    from .zoo.extract import load_networks
-
     if population < 2 or generations < 0:
         raise TclError(f"population {population} / generations {generations}: expected a "
                        "population of at least 2 and generations >= 0")
@@ -242,6 +250,7 @@ def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "late
 
 def resolve_instance(paths: Paths, network: str):
     """A network name (its first batch-1 variant, else its first) or an instance key."""
+    # lazy: the networks (torch) cost ~3 s at import
     from .zoo.networks import NETWORKS, zoo_instances
     from .zoo.user import user_networks
 
@@ -268,17 +277,13 @@ def cost_model_for(paths: Paths, device: str, model: str, update: str,
             raise TclError(f"--update applies to tcl's models; {model} is MetaSchedule's own "
                            "(xgb-online always learns online)")
         return ONLINE[model], f"MetaSchedule {ONLINE[model]} (online, from scratch)"
-    from .predict import resolve_model
 
-    # the model first: a refused one costs no MetaSchedule import (the adapter's, ~20 s)
+    # the model first: a refused one costs no MetaSchedule import (lazy: the adapter's, ~23 s)
     scorer, what = resolve_model(paths, device, None if model == "latest" else model, any_device)
     from .models.adapter import TclCostModel
 
     base = None
     if update == "refit":
-        from .dataset import load_program_set
-        from .train import holdout_task_ids
-
         # What refitting learns from besides the search's own measurements: the device's
         # training programs (never a held-out network's), as the model was trained on.
         base = load_program_set(paths, device)
@@ -294,12 +299,10 @@ def _progress_callback(total: int, weights: dict[int, float], show: bool):
     and a progress line with trials, the estimated network latency and the ETA."""
     from tqdm import tqdm
 
-    from .tvm_compat import meta_schedule
-
     ms = meta_schedule()
     from tvm.ir.utils import derived_object
 
-    from .online import run_latency   # after meta_schedule(), which it needs loaded
+    from .online import run_latency   # lazy: MetaSchedule (~25 s), after meta_schedule()
 
     @derived_object
     class Progress(ms.measure_callback.PyMeasureCallback):
@@ -355,8 +358,7 @@ def _measure_in_pinned_process(lib_file: str, inputs: list[np.ndarray], num_core
     if torch_spec is not None:
         import torch
 
-        from .measure.timed import median_ms
-        from .zoo.networks import NETWORKS
+        from .zoo.networks import NETWORKS   # lazy: torch, in the timing process only
 
         torch.set_num_threads(num_cores)
         name, batch, size = torch_spec
@@ -398,16 +400,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     if population < 2 or generations < 0:
         raise TclError(f"population {population} / generations {generations}: expected a "
                        "population of at least 2 and generations >= 0")
-    from .store.devices import DeviceRegistry, check_runnable
-    from .measure.interrupt import quiet_interrupts
-    from .measure.pooled_builder import pooled_builder
-    from .measure.runner import _pin_worker, make_runner
-    from .measure.timed import Stopwatch, timed
-    from .online import ScoredCostModel
-    from .measure.msjson import import_database
-    from .store.records import task_id_of
-    from .tvm_compat import compile_database, meta_schedule
-    from .zoo.extract import relax_module
+    from .online import ScoredCostModel   # lazy: MetaSchedule costs ~25 s at import
 
     ms = meta_schedule()
     device = DeviceRegistry(paths).get(device_name)
@@ -508,8 +501,6 @@ def _set_aside_interrupted(paths: Paths, out: Path, device) -> None:
         raise TclError(f"{out} holds a finished tuning run: a run writes a fresh directory "
                        "(choose --out, or remove it)")
     import sys
-
-    from .measure.msjson import import_database
 
     added = 0
     db = out / "database"

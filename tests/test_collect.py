@@ -15,7 +15,8 @@ import pytest
 from conftest import matmul_task, te_task, write_tasks
 from tcl.config import TclError
 from tcl.store.devices import BUILTIN_DEVICES, MeasureSettings
-from tcl.features import TOKEN_WIDTH, featurize, load_features
+from tcl.features import featurize, load_features
+from tcl.tokens import TOKEN_WIDTH
 from tcl.measure.collect import collect, plan
 from tcl.sampling import ensure_candidates, load_candidates
 from tcl.store.schemas import CANDIDATE_SCHEMA

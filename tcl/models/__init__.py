@@ -63,7 +63,7 @@ def read_kind(path: str | Path) -> str:
         except (UnicodeDecodeError, json.JSONDecodeError):
             pass
     else:  # a torch checkpoint, read by the safe loader only (checkpoint.py): data, never code
-        # lazy: the checkpoint reader needs torch (~2 s at import)
+        # lazy: the checkpoint reader imports torch, which costs ~3 s at import
         from .checkpoint import read_checkpoint
 
         doc = read_checkpoint(path)
@@ -84,7 +84,7 @@ def convert_file(path: str | Path) -> str:
     reads back with ``weights_only=True``. This TRUSTS the file: its old format needs the full
     unpickler, which runs whatever code the file holds. The original is kept beside it as
     ``<name>.pre-convert``. Returns what was done, in a line."""
-    # lazy: torch costs ~2 s at import, and tcl.models loads without it
+    # lazy: torch costs ~3 s at import, and tcl.models loads without it
     import torch
 
     from .checkpoint import UnsafeModelFile, write_checkpoint

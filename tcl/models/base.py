@@ -14,7 +14,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..config import TclError
-from ..features import PER_STORE_WIDTH
+from ..tokens import PER_STORE_WIDTH
 
 
 @dataclass

@@ -20,8 +20,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import TclError
-from ..features import TOKEN_WIDTH, VOCAB
 from ..metrics import pairwise_accuracy
+from ..tokens import TOKEN_WIDTH, VOCAB
 from .base import PER_STORE_WIDTH, CostModel, ProgramSet
 from .checkpoint import read_checkpoint, write_checkpoint
 

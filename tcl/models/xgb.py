@@ -29,6 +29,7 @@ import numpy as np
 
 from ..config import TclError
 from ..metrics import failed
+from ..tokens import TOKEN_WIDTH
 from .base import CostModel, ProgramSet
 
 FORMAT_VERSION = 1
@@ -151,8 +152,6 @@ class XGBModel(CostModel):
 
     @staticmethod
     def _checked(programs: ProgramSet, what: str, need_labels: bool) -> ProgramSet:
-        from ..features import TOKEN_WIDTH
-
         programs.validate(TOKEN_WIDTH)
         if need_labels and programs.labels is None:
             raise TclError(f"{what} programs have no labels; xgb needs measured programs to fit")

@@ -8,5 +8,9 @@ Prefect flows in ``flows/`` are thin faces over it.
 - ``status``: ``tcl status``; ``scale_out``: the Prefect task runner and the Dask builder;
 - ``events``, ``prefect_setup``, ``deployments``: Prefect's events, defaults, flows and serving.
 
-Nothing is re-exported here, so importing ``tcl.pipeline.params`` loads no stage.
+Nothing is re-exported here, so importing ``tcl.pipeline.params`` loads no stage; ``STAGES``
+is here for the same reason (the CLI's parser names them).
 """
+
+# The stages, in order (``tcl stage NAME``; each a ``run_*`` function of ``stages``).
+STAGES = ("zoo", "sample", "measure", "featurize", "train", "select", "distill", "evaluate")

@@ -15,6 +15,7 @@ from .params import Params
 
 
 def refresh_all(params: Params, say: Callable[[str], None] = print) -> dict:
+    # lazy: the continual run (torch) costs ~5 s at import
     from .continual import distill_device
 
     out: dict = {}

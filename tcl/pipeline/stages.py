@@ -17,10 +17,18 @@ from pathlib import Path
 import polars as pl
 
 from ..config import TclError
+from ..features import featurize
+from ..measure.active import Selection, select_and_measure
+from ..measure.collect import CollectStats, collect
+from ..models import load_model
+from ..sampling import candidates_file, ensure_candidates, load_candidates
+from ..store.catalog import Catalog, _sql_list
+from ..store.devices import DeviceRegistry
+from ..train import evaluate_models, train_info_file, train_many
+from ..zoo.extract import build_zoo
 from .params import Params
+from .scale_out import builder, local_processes
 from .tasks import instances, selected_tasks
-
-STAGES = ("zoo", "sample", "measure", "featurize", "train", "select", "distill", "evaluate")
 
 
 def _say(msg: str) -> None:
@@ -29,8 +37,6 @@ def _say(msg: str) -> None:
 
 def run_zoo(params: Params) -> int:
     """Extract the tasks of the selected networks not yet in the zoo; returns tasks selected."""
-    from ..zoo.extract import build_zoo
-
     build_zoo(params.paths, instances=instances(params))
     n = len(selected_tasks(params))
     _say(f"zoo: {n} tasks selected from {len(params.zoo.networks)} networks")
@@ -42,8 +48,6 @@ def run_sample(params: Params, progress: bool = True, task_ids: list[str] | None
     ``task_ids`` of them (device-independent, persisted); returns how many new candidates were
     sampled."""
     from tqdm import tqdm
-
-    from ..sampling import ensure_candidates, load_candidates
 
     paths, n = params.paths, params.sample.programs_per_task
     tasks = selected_tasks(params)
@@ -67,9 +71,6 @@ def measure_todo(params: Params, device: str) -> pl.DataFrame:
     Counts by program id per device name, unlike ``tcl collect``'s plan (record ids, which
     include the host CPU): a clone of the committed dataset on another CPU is complete for the
     pipeline, while ``tcl collect`` there would measure the programs anew for that host."""
-    from ..sampling import candidates_file
-    from ..store.catalog import Catalog, _sql_list
-
     paths, n = params.paths, params.sample.programs_per_task
     tasks = selected_tasks(params)
     files = [f for f in (candidates_file(paths, t) for t in tasks["task_id"]) if f.exists()]
@@ -102,9 +103,6 @@ def measure_todo(params: Params, device: str) -> pl.DataFrame:
 
 def run_measure(params: Params, device: str, progress: bool = True):
     """Measure on ``device`` what ``measure_todo`` says is missing; returns CollectStats."""
-    from ..store.devices import DeviceRegistry
-    from ..measure.collect import CollectStats, collect
-
     todo = measure_todo(params, device)
     left = todo.filter(pl.col("todo") > 0)
     if left.is_empty():
@@ -113,7 +111,6 @@ def run_measure(params: Params, device: str, progress: bool = True):
         return CollectStats(skipped=int(todo["measured"].sum()))
     _say(f"measure {device}: {int(left['todo'].sum())} programs to measure in {len(left)} tasks")
     tasks = selected_tasks(params).join(left.select("task_id"), on="task_id", how="semi")
-    from .scale_out import builder
 
     with builder(params) as build_on:   # None: the collector's LocalBuilder
         stats = collect(params.paths, DeviceRegistry(params.paths).get(device), tasks,
@@ -129,9 +126,6 @@ def run_featurize(params: Params, progress: bool = True,
                   task_ids: list[str] | None = None) -> int:
     """Features of every known program of the selected tasks, or of ``task_ids`` of them
     (incremental)."""
-    from ..features import featurize
-    from .scale_out import local_processes
-
     n = featurize(params.paths, task_ids=task_ids if task_ids is not None
                   else selected_tasks(params)["task_id"].to_list(), progress=progress,
                   workers=local_processes(params))
@@ -158,8 +152,6 @@ def run_train_all(params: Params) -> dict[tuple[str, str], Path]:
 
 
 def _train(params: Params, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], Path]:
-    from ..train import train_info_file, train_many
-
     files = train_many(params.paths, [(d, k, params.train.hyper_of(k)) for d, k in pairs],
                        seeds=params.train.seed_list, valid_fraction=params.train.valid_fraction,
                        task_ids=selected_tasks(params)["task_id"].to_list())
@@ -175,10 +167,6 @@ def run_select(params: Params, device: str, progress: bool = True):
     """Active collection on ``device`` (one of ``select.devices``): the sampler picks
     ``select.budget`` of the device's pool (the sampled candidates of the selected tasks) and
     only the picks are measured; round 0's model is ``select.teacher``. Resumable."""
-    from ..store.devices import DeviceRegistry
-    from ..measure.active import Selection, select_and_measure
-    from ..models import load_model
-
     sel = params.select
     if device not in sel.devices:
         raise TclError(f"device {device!r} is not in {params.source.name}'s select.devices "
@@ -200,6 +188,7 @@ def run_distill(params: Params, device: str | None = None, method: str | None = 
     inputs made before) and that model's metrics. That file is the DVC metrics of the device's
     stage and what the next device's stage depends on: a new teacher model reruns its
     students, an unchanged one leaves the file as it was."""
+    # lazy: the continual run (torch) costs ~5 s at import; the other stages need none of it
     from .continual import distill_device
 
     reports = {}
@@ -218,8 +207,6 @@ def run_distill(params: Params, device: str | None = None, method: str | None = 
 
 def run_evaluate(params: Params) -> tuple[pl.DataFrame, dict]:
     """Evaluate every (device, model) on the held-out networks; writes the report files."""
-    from ..train import evaluate_models
-
     frame, files = evaluate_models(
         params.paths, params.devices, params.train.models, params.paths.reports_dir,
         ks=params.evaluate.top_k, task_ids=selected_tasks(params)["task_id"].to_list(),

@@ -22,8 +22,12 @@ import polars as pl
 
 from ..config import Paths
 from ..registry import ModelRegistry
-from ..store.devices import failures
+from ..store.catalog import Catalog
+from ..store.devices import DeviceRegistry, failures
+from ..train import holdout_task_ids
+from ..zoo.extract import load_networks
 from .params import Params
+from .tasks import instances, training_tasks
 
 TRAIN = "train"   # task_uses' use of the tasks the models train on
 
@@ -34,8 +38,7 @@ def task_uses(paths: Paths, params: Params | None = None) -> pl.DataFrame:
     (kind: long-tail families, networks or user networks; name: the family or network).
 
     Without ``params`` every task of the zoo but the held-out ones counts as ``train``."""
-    from ..train import holdout_task_ids
-    from ..zoo.extract import load_networks
+    # lazy: the networks (torch) cost ~3 s at import; `tcl status` without params needs no zoo
     from ..zoo.networks import NETWORKS
 
     nets = load_networks(paths)
@@ -43,8 +46,6 @@ def task_uses(paths: Paths, params: Params | None = None) -> pl.DataFrame:
     train: set[str] | None = None
     wanted: set[str] = set()
     if params is not None:
-        from .tasks import instances, training_tasks
-
         keys = [i.key for i in instances(params)]
         wanted = set(nets.filter(pl.col("network_key").is_in(keys))["task_id"].to_list())
         train = set(training_tasks(params)) if wanted else set()
@@ -97,9 +98,6 @@ def device_status(paths: Paths, params: Params | None = None) -> pl.DataFrame:
     """One row per device; see the module docstring. ``params`` (the params file of this data
     root) says which tasks the models train on; without it, every task of the zoo but the
     held-out ones."""
-    from ..store.devices import DeviceRegistry
-    from ..store.catalog import Catalog
-
     cat = Catalog(paths, in_memory=True)
     try:
         # which host measured what: each host_cpu (tcl.store.devices.host_identity) with its records

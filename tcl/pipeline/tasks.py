@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import polars as pl
 
+from ..zoo.extract import select_tasks
 from .params import Params
 
 
 def instances(params: Params):
     """The zoo's network instances that the params select."""
+    # lazy: the networks (torch) cost ~3 s at import
     from ..zoo.networks import zoo_instances
     from ..zoo.user import user_networks
 
@@ -20,8 +22,6 @@ def instances(params: Params):
 def selected_tasks(params: Params) -> pl.DataFrame:
     """The selected networks' tasks, at most ``sample.max_train_tasks`` /
     ``sample.max_holdout_tasks`` of each split (see ``tcl.zoo.extract.select_tasks``)."""
-    from ..zoo.extract import select_tasks
-
     return select_tasks(params.paths, [i.key for i in instances(params)],
                         params.sample.max_train_tasks, params.sample.max_holdout_tasks)
 

@@ -8,13 +8,18 @@ from __future__ import annotations
 import re
 import time
 import warnings
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from ..config import Paths, TclError
+from ..store.locks import locked
 from ..store.records import read_parquet, task_id_of, write_parquet_atomic
 from ..store.schemas import NETWORK_SCHEMA, TASK_SCHEMA
-from .networks import NetworkInstance, zoo_instances
+from ..tvm_compat import meta_schedule
+
+if TYPE_CHECKING:   # the networks import torch: see build_zoo
+    from .networks import NetworkInstance
 
 TARGET = {"kind": "llvm", "num-cores": 2}
 _REDUCE = 2  # tvm.tirx.IterVar.CommReduce (a constant here, so the module imports without TVM)
@@ -50,8 +55,6 @@ def extract_tasks(instance: NetworkInstance) -> list[dict]:
     """One row per distinct task of ``instance``: task_id, task_name, op_class, workload_json,
     flop, weight (how many times one inference runs it)."""
     import tvm
-
-    from ..tvm_compat import meta_schedule
 
     ms = meta_schedule()
     try:
@@ -181,7 +184,8 @@ def build_zoo(paths: Paths, networks: list[str] | None = None,
     networks.parquet is in tasks.parquet), so an interrupted build keeps what it finished.
     Returns (tasks, networks), the whole tables.
     """
-    from ..store.locks import locked
+    # lazy: the networks import torch (~2 s); reading the zoo's tables needs none of it
+    from .networks import zoo_instances
 
     todo = instances if instances is not None else zoo_instances(networks)
     tasks, nets = load_tasks(paths), load_networks(paths)
