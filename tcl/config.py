@@ -63,6 +63,10 @@ class Paths:
     def candidates_dir(self) -> Path:
         return self.root / "candidates"
 
+    def candidates_file(self, task_id: str) -> Path:
+        """The task's sampled candidate programs (``tcl.sampling``)."""
+        return self.candidates_dir / f"task={task_id}.parquet"
+
     @property
     def records_dir(self) -> Path:
         return self.root / "records"
@@ -81,9 +85,28 @@ class Paths:
     def features_dir(self) -> Path:
         return self.root / "features"
 
+    def features_file(self, task_id: str) -> Path:
+        """The task's cached program features (``tcl.features``)."""
+        return self.features_dir / f"task={task_id}.parquet"
+
     @property
     def models_dir(self) -> Path:
         return self.root / "models"
+
+    def model_file(self, device: str, kind: str, index: int = 0) -> Path:
+        """The trained model of ``kind`` for ``device``; ``index`` > 0: the extra training
+        seeds' (``tcl.train``)."""
+        if index:
+            return self.seeds_dir(device, kind) / f"s{index}.model"
+        return self.models_dir / device / f"{kind}.model"
+
+    def train_info_file(self, device: str, kind: str, index: int = 0) -> Path:
+        """What that model's training fitted on and how long it took."""
+        return self.model_file(device, kind, index).with_suffix(".json")
+
+    def seeds_dir(self, device: str, kind: str) -> Path:
+        """Where the models of the training seeds after the first live (``train.seeds``)."""
+        return self.models_dir / device / f"{kind}.seeds"
 
     @property
     def registry_file(self) -> Path:

@@ -15,7 +15,6 @@ from .config import Paths
 from .evaluate import markdown_table
 from .measure.collect import collect
 from .metrics import spearman
-from .sampling import candidates_file
 from .store.catalog import Catalog
 from .store.devices import DeviceRegistry
 from .store.records import RecordStore, write_parquet_atomic
@@ -129,7 +128,7 @@ def remeasure_sample(paths: Paths, device_name: str, fraction: float = 0.01,
         rows = group.select("program_id", "task_id", "trace_json").with_columns(
             origin=pl.lit("remeasure"), round=pl.lit(0, pl.Int32),
             requested=pl.lit(len(group), pl.Int32)).cast(CANDIDATE_SCHEMA)
-        write_parquet_atomic(rows, candidates_file(again, t[0]))
+        write_parquet_atomic(rows, again.candidates_file(t[0]))
     task_frame = sample.select("task_id", "task_name", "op_class", "workload_json").unique("task_id")
     device = DeviceRegistry(paths).get(device_name)
     collect(again, device, task_frame, int(sample.group_by("task_id").len()["len"].max()),

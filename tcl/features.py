@@ -24,9 +24,6 @@ FEATURE_SCHEMA = {"program_id": pl.Utf8, "task_id": pl.Utf8, "n_stores": pl.Int3
                   "tokens": pl.List(pl.Float32)}
 
 
-def features_file(paths: Paths, task_id: str) -> Path:
-    return paths.features_dir / f"task={task_id}.parquet"
-
 
 def per_store_features(mod, trace_jsons: list[str]) -> list[np.ndarray]:
     """PerStoreFeature matrices (n_stores, 164) of programs given by their traces."""
@@ -70,7 +67,7 @@ def _read(f: Path) -> pl.DataFrame:
 def featurize_task(paths: Paths, task_id: str, workload_json: str,
                    programs: pl.DataFrame) -> int:
     """Cache features of ``programs`` (program_id, trace_json) not yet cached; returns how many."""
-    f = features_file(paths, task_id)
+    f = paths.features_file(task_id)
     have = _read(f) if f.exists() else pl.DataFrame(schema=FEATURE_SCHEMA)
     todo = programs.unique("program_id", maintain_order=True).filter(
         ~pl.col("program_id").is_in(have["program_id"].implode()))
@@ -122,7 +119,7 @@ def featurize(paths: Paths, task_ids: Iterable[str] | None = None, progress: boo
 
 
 def load_features(paths: Paths, task_ids: Iterable[str]) -> pl.DataFrame:
-    files = [features_file(paths, t) for t in task_ids]
+    files = [paths.features_file(t) for t in task_ids]
     missing = [str(f) for f in files if not f.exists()]
     if missing:
         raise TclError(f"features not computed for {len(missing)} task(s), e.g. {missing[0]}: "

@@ -20,7 +20,6 @@ from .features import program_features
 from .measure import msjson
 from .models import MODEL_KINDS, load_model
 from .registry import ModelRegistry
-from .train import model_file
 
 
 def resolve_model(paths: Paths, device: str, model: str | None, any_device: bool = False):
@@ -34,7 +33,7 @@ def resolve_model(paths: Paths, device: str, model: str | None, any_device: bool
                 raise TclError(f"no registered continual model serves device {device!r} "
                                f"(`tcl models list`; make one with `tcl distill --device "
                                f"{device}`)")
-            kinds = [k for k in MODEL_KINDS if model_file(paths, device, k).exists()]
+            kinds = [k for k in MODEL_KINDS if paths.model_file(device, k).exists()]
             if not kinds:
                 raise TclError(f"no model for device {device!r}: no registered continual model "
                                f"and no trained one under {paths.models_dir / device}; train "
@@ -43,7 +42,7 @@ def resolve_model(paths: Paths, device: str, model: str | None, any_device: bool
             model = kinds[0]
         else:
             return ModelRegistry(paths).load(entry).for_device(device), f"registry {entry.id}"
-    path = model_file(paths, device, model) if model in MODEL_KINDS else Path(model)
+    path = paths.model_file(device, model) if model in MODEL_KINDS else Path(model)
     if not path.exists():
         raise TclError(f"model {model!r}: {path} does not exist (a kind trained for "
                        f"{device!r}, or a model file)")

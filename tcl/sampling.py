@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import polars as pl
 
@@ -123,12 +122,9 @@ def sample_programs(mod, n: int, seed: int = 0, target: dict | None = None,
     return out
 
 
-def candidates_file(paths: Paths, task_id: str) -> Path:
-    return paths.candidates_dir / f"task={task_id}.parquet"
-
 
 def load_candidates(paths: Paths, task_id: str) -> pl.DataFrame:
-    f = candidates_file(paths, task_id)
+    f = paths.candidates_file(task_id)
     if not f.exists():
         return pl.DataFrame(schema=CANDIDATE_SCHEMA)
     try:
@@ -174,7 +170,7 @@ def _extend_candidates(paths: Paths, task_id: str, workload_json: str, n: int,
     merged = pl.concat([have, rows])
     if len(merged) < n:  # the design space ran out: remember the ask so it is not retried
         merged = merged.with_columns(requested=pl.lit(n, pl.Int32))
-    write_parquet_atomic(merged, candidates_file(paths, task_id))
+    write_parquet_atomic(merged, paths.candidates_file(task_id))
     return merged.head(n)
 
 

@@ -24,22 +24,6 @@ from .models import load_model, make_model
 from .zoo.extract import load_networks, load_tasks
 
 
-def model_file(paths: Paths, device: str, kind: str, index: int = 0) -> Path:
-    """The model of ``kind`` for ``device``; ``index`` > 0: the extra training seeds'."""
-    if index:
-        return seeds_dir(paths, device, kind) / f"s{index}.model"
-    return paths.models_dir / device / f"{kind}.model"
-
-
-def train_info_file(paths: Paths, device: str, kind: str, index: int = 0) -> Path:
-    return model_file(paths, device, kind, index).with_suffix(".json")
-
-
-def seeds_dir(paths: Paths, device: str, kind: str) -> Path:
-    """Where the models of the training seeds after the first live (``train.seeds``)."""
-    return paths.models_dir / device / f"{kind}.seeds"
-
-
 def holdout_task_ids(paths: Paths) -> set[str]:
     """Tasks that any held-out network runs (evaluation only: never trained on)."""
     nets = load_networks(paths)
@@ -82,7 +66,7 @@ def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | No
     start = time.perf_counter()
     model.fit(train, valid)
     secs = time.perf_counter() - start
-    out = model_file(paths, device, kind, index)
+    out = paths.model_file(device, kind, index)
     out.parent.mkdir(parents=True, exist_ok=True)
     model.save(out)
     info = {"device": device, "kind": kind, "seed": seed, "train_secs": round(secs, 2),
@@ -91,7 +75,7 @@ def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | No
             "n_valid_tasks": len(valid_ids)}
     if hasattr(model, "fit_epochs"):   # neural kinds: epochs run, and the one kept
         info.update(epochs=model.fit_epochs, best_epoch=model.best_epoch)
-    train_info_file(paths, device, kind, index).write_text(json.dumps(info, indent=2) + "\n")
+    paths.train_info_file(device, kind, index).write_text(json.dumps(info, indent=2) + "\n")
     return out
 
 
@@ -108,8 +92,8 @@ def _one_thread() -> None:
 def train_seeds(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | None = None, *,
                 seeds: Sequence[int] = (0,), valid_fraction: float = 0.1,
                 task_ids: Iterable[str] | None = None, workers: int | None = None) -> list[Path]:
-    """One model per seed (the first one's file is ``model_file``, the rest under
-    ``seeds_dir``, which holds exactly those), fitted in parallel on up to ``workers``
+    """One model per seed (the first one's file is ``Paths.model_file``, the rest under
+    ``Paths.seeds_dir``, which holds exactly those), fitted in parallel on up to ``workers``
     processes of one thread each (default: the usable CPUs); one seed trains here."""
     return train_many(paths, [(device, kind, hyper)], seeds=seeds,
                       valid_fraction=valid_fraction, task_ids=task_ids,
@@ -137,7 +121,7 @@ def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | Non
     records = {d: measured(paths, d) for d in dict.fromkeys(d for d, _, _ in runs)}
     jobs = []
     for device, kind, hyper in runs:
-        extra = seeds_dir(paths, device, kind)
+        extra = paths.seeds_dir(device, kind)
         shutil.rmtree(extra, ignore_errors=True)     # no model of a seed no longer asked for
         extra.mkdir(parents=True)                    # a DVC out: present, empty for one seed
         jobs += [(device, kind, dict(hyper=hyper, seed=seed, valid_fraction=valid_fraction,
@@ -187,7 +171,7 @@ def evaluate_models(paths: Paths, devices: Sequence[str], kinds: Sequence[str],
             raise TclError(f"device {device!r} has no measured program of a held-out task: "
                            "run the measure stage first")
         programs = load_program_set(paths, device, eval_ids, records=records)
-        files = {(k if seeds == 1 else f"{k}{SEED_MARK}{i}"): model_file(paths, device, k, i)
+        files = {(k if seeds == 1 else f"{k}{SEED_MARK}{i}"): paths.model_file(device, k, i)
                  for k in kinds for i in range(seeds)}
         missing = [str(f) for f in files.values() if not f.exists()]
         if missing:

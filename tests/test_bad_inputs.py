@@ -112,7 +112,6 @@ def setup_corrupt_zoo(name):
 
 def setup_corrupt_features(tmp_path):   # records and task of t1, its cached features garbage
     from tcl.config import Paths
-    from tcl.features import features_file
     from tcl.store.records import write_parquet_atomic
     from tcl.store.schemas import TASK_SCHEMA
 
@@ -121,7 +120,7 @@ def setup_corrupt_features(tmp_path):   # records and task of t1, its cached fea
     write_parquet_atomic(pl.DataFrame([{"task_id": "t1", "task_name": "t1", "op_class": "dense",
                                         "workload_json": "{}", "flop": 0.0}],
                                       schema=TASK_SCHEMA), paths.tasks_file)
-    f = features_file(paths, "t1")
+    f = paths.features_file("t1")
     f.parent.mkdir(parents=True)
     f.write_bytes(b"garbage")
 

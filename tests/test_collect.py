@@ -50,10 +50,9 @@ def add_unbuildable_candidate(paths, task):
     row = pl.DataFrame([{"program_id": program_id(task["task_id"], trace),
                          "task_id": task["task_id"], "trace_json": trace, "origin": "test",
                          "round": 99, "requested": len(have) + 1}], schema=CANDIDATE_SCHEMA)
-    from tcl.sampling import candidates_file
     from tcl.store.records import write_parquet_atomic
 
-    write_parquet_atomic(pl.concat([have, row]), candidates_file(paths, task["task_id"]))
+    write_parquet_atomic(pl.concat([have, row]), paths.candidates_file(task["task_id"]))
 
 
 @pytest.fixture(scope="module")

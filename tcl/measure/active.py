@@ -306,7 +306,7 @@ def teacher_model(paths: Paths, device: str, kinds: tuple[str, ...] = ("tenset-m
         return None, "none"
     for kind in kinds:
         for d in sorted(p for p in root.iterdir() if p.is_dir() and p.name != device):
-            f = d / f"{kind}.model"
+            f = paths.model_file(d.name, kind)
             if f.exists():
                 return load_model(f), f"{d.name}/{kind}"
     return None, "none"

@@ -21,10 +21,10 @@ from ..features import featurize
 from ..measure.active import Selection, select_and_measure
 from ..measure.collect import CollectStats, collect
 from ..models import load_model
-from ..sampling import candidates_file, ensure_candidates, load_candidates
+from ..sampling import ensure_candidates, load_candidates
 from ..store.catalog import Catalog, _sql_list
 from ..store.devices import DeviceRegistry
-from ..train import evaluate_models, train_info_file, train_many
+from ..train import evaluate_models, train_many
 from ..zoo.extract import build_zoo
 from .params import Params
 from .scale_out import builder, local_processes
@@ -73,7 +73,7 @@ def measure_todo(params: Params, device: str) -> pl.DataFrame:
     pipeline, while ``tcl collect`` there would measure the programs anew for that host."""
     paths, n = params.paths, params.sample.programs_per_task
     tasks = selected_tasks(params)
-    files = [f for f in (candidates_file(paths, t) for t in tasks["task_id"]) if f.exists()]
+    files = [f for f in (paths.candidates_file(t) for t in tasks["task_id"]) if f.exists()]
     cands = (f"SELECT task_id, program_id, requested, file_row_number AS pos "
              f"FROM read_parquet({_sql_list(files)}, file_row_number = true)") if files else \
         ("SELECT NULL::VARCHAR AS task_id, NULL::VARCHAR AS program_id, NULL::INTEGER AS "
@@ -157,7 +157,7 @@ def _train(params: Params, pairs: list[tuple[str, str]]) -> dict[tuple[str, str]
                        task_ids=selected_tasks(params)["task_id"].to_list())
     for device, kind in pairs:
         for i in range(len(files[(device, kind)])):
-            info = json.loads(train_info_file(params.paths, device, kind, i).read_text())
+            info = json.loads(params.paths.train_info_file(device, kind, i).read_text())
             _say(f"train {device} {kind}: " + ", ".join(f"{k} {v}" for k, v in info.items()
                                                          if k not in ("device", "kind")))
     return {pair: paths[0] for pair, paths in files.items()}
@@ -171,7 +171,7 @@ def run_select(params: Params, device: str, progress: bool = True):
     if device not in sel.devices:
         raise TclError(f"device {device!r} is not in {params.source.name}'s select.devices "
                        f"({', '.join(sel.devices) or 'none'})")
-    f = params.paths.models_dir / f"{sel.teacher}.model"
+    f = params.paths.model_file(*sel.teacher.split("/", 1))   # "<device>/<kind>", validated
     model = load_model(f) if f.exists() else None
     selection = Selection(sel.sampler, sel.budget, sel.rounds, sel.options, seed=sel.seed)
     return select_and_measure(params.paths, DeviceRegistry(params.paths).get(device),
