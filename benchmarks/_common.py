@@ -44,8 +44,8 @@ def pipeline_task_ids(root, params_file: str) -> set[str]:
     """The tasks the pipeline's train and evaluate stages use (``params_file``'s networks and
     task caps), looked up in the zoo under ``root``: benchmarks train on what the stages do."""
     from tcl.config import Paths
-    from tcl.params import load_params
-    from tcl.pipeline import instances
+    from tcl.pipeline.params import load_params
+    from tcl.pipeline.tasks import instances
     from tcl.zoo.extract import select_tasks
 
     params = load_params(params_file)

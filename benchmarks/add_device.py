@@ -72,10 +72,10 @@ def full_data_model(params_file: Path, device: str):
     """The registry entry of ``device``'s scratch model on its full data (trained if none)."""
     from dataclasses import replace
 
-    from tcl import pipeline
-    from tcl.continual.run import distill_device
+    from tcl.pipeline import stages
+    from tcl.pipeline.continual import distill_device
     from tcl.features import featurize
-    from tcl.params import load_params
+    from tcl.pipeline.params import load_params
     from tcl.registry import ModelRegistry
     from tcl.train import holdout_task_ids
 
@@ -86,7 +86,7 @@ def full_data_model(params_file: Path, device: str):
     if found:
         return found[-1]
     log(f"featurizing and training {device}'s full-data model")
-    pipeline.run_featurize(params, progress=False)
+    stages.run_featurize(params, progress=False)
     # the scores read every held-out task the device measured, not only the selected ones
     featurize(params.paths, task_ids=sorted(holdout_task_ids(params.paths)), progress=False)
     return distill_device(params, device, say=log).entry
@@ -109,8 +109,8 @@ def run_cli(params_file: Path, *argv: str) -> tuple[float, str]:
 
 def scores(params_file: Path, device: str, entries: dict) -> dict:
     """top-1/top-5/pairwise of each model on ``device``'s measured held-out programs."""
-    from tcl.continual.run import _mean, held_out_scores
-    from tcl.params import load_params
+    from tcl.pipeline.continual import _mean, held_out_scores
+    from tcl.pipeline.params import load_params
     from tcl.registry import ModelRegistry
 
     params = load_params(params_file)
@@ -124,8 +124,8 @@ def scores(params_file: Path, device: str, entries: dict) -> dict:
 
 
 def bench(args) -> None:
-    from tcl.device import BUILTIN_DEVICES
-    from tcl.params import load_params
+    from tcl.store.devices import BUILTIN_DEVICES
+    from tcl.pipeline.params import load_params
     from tcl.registry import ModelRegistry
     from tcl.store.records import RecordStore
 

@@ -19,10 +19,9 @@ from pathlib import Path
 
 from tcl.cli import _zoo_tasks
 from tcl.config import Paths
-from tcl.device import DeviceRegistry, host_cpu_model
+from tcl.store.devices import DeviceRegistry, host_cpu_model
 from tcl.measure.builder import local_builder
 from tcl.measure.collect import collect
-from tcl.sampling import candidates_file
 
 
 def run(zoo: Paths, device_name: str, tasks, n: int, batch: int, stock: bool):
@@ -55,7 +54,7 @@ def main() -> None:
     args = ap.parse_args()
     zoo = Paths(Path(args.data).resolve())
     tasks = _zoo_tasks(zoo, args.networks, args.split, args.max_tasks)
-    missing = [t for t in tasks["task_id"] if not candidates_file(zoo, t).exists()]
+    missing = [t for t in tasks["task_id"] if not zoo.candidates_file(t).exists()]
     if missing:  # never add candidates to the reference data: sample into a scratch root
         raise SystemExit(f"{len(missing)} selected tasks have no candidates in {zoo.root}; "
                          "pick tasks of the reference data (e.g. --split holdout)")

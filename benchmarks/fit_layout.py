@@ -22,8 +22,8 @@ import torch  # noqa: E402
 from _common import pipeline_task_ids, report_errors  # noqa: E402
 
 from tcl.config import Paths  # noqa: E402
-from tcl.params import load_params  # noqa: E402
-from tcl.train import train_info_file, train_many  # noqa: E402
+from tcl.pipeline.params import load_params  # noqa: E402
+from tcl.train import train_many  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,7 +55,7 @@ def main() -> int:
                     train_many(paths, [(args.device, kind, hyper)], seeds=[0, 1],
                                task_ids=tasks, workers=workers)
                     times[layout].append(time.perf_counter() - start)
-                    secs = [json.loads(train_info_file(paths, args.device, kind, i).read_text())
+                    secs = [json.loads(paths.train_info_file(args.device, kind, i).read_text())
                             ["train_secs"] for i in (0, 1)]
                     # the fits' own clocks (no process start, no data loading): one after
                     # another they add up, side by side the longer one is the wall time

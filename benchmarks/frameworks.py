@@ -74,7 +74,7 @@ def measure(network: str, batch: int, size, threads: int, repeat: int,
 
 
 def run(args) -> None:
-    from tcl.device import DeviceRegistry, check_runnable
+    from tcl.store.devices import DeviceRegistry, check_runnable
     from tcl.measure.runner import _pin_worker
     from tcl.tune import resolve_instance
 

@@ -276,7 +276,7 @@ def summarize(results: Path, paths: Paths, plot_file: Path | None) -> None:
 
 def run(args, paths: Paths, results: Path) -> None:
     """Leave each family out in turn, per device and model kind; results are appended."""
-    from tcl.params import load_params
+    from tcl.pipeline.params import load_params
 
     params = load_params(args.params, check_models=False)
     results.parent.mkdir(parents=True, exist_ok=True)

@@ -30,8 +30,8 @@ from pathlib import Path
 from _common import report_errors
 
 from tcl.config import TclError
-from tcl.device import host_identity
-from tcl.params import load_params
+from tcl.store.devices import host_identity
+from tcl.pipeline.params import load_params
 
 ROOT = Path(__file__).resolve().parent.parent
 

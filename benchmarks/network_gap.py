@@ -281,7 +281,7 @@ def compile_run(paths: Paths, run: dict, run_dir: Path, out: Path) -> tuple:
 
     from tcl.measure.builder import build_to_bytes
 
-    from tcl.device import DeviceRegistry
+    from tcl.store.devices import DeviceRegistry
     from tcl.store.records import task_id_of
     from tcl.tune import resolve_instance
     from tcl.tvm_compat import meta_schedule

@@ -29,7 +29,7 @@ CASES = [("random", {}), ("kcenter", {}), ("representative", {}), ("uncertainty"
 def synthetic_pool(n_tasks: int, per_task: int, seed: int = 0):
     """Pool whose programs of a task share their stores' structure and differ along a few
     latent decisions (tile sizes, unrolling ...), on the log scale of real features."""
-    from tcl.features import TOKEN_WIDTH
+    from tcl.tokens import TOKEN_WIDTH
     from tcl.models.base import PER_STORE_WIDTH, ProgramSet
     from tcl.samplers import Pool
 

@@ -64,13 +64,12 @@ def training_records(paths: Paths, device: str, model: str) -> int:
     training tasks' records for a kind trained on the device's full data, the registry entry's
     share for a continual model, none for MetaSchedule's online models."""
     from tcl.registry import ModelRegistry
-    from tcl.train import train_info_file
 
     if model in ("xgb-online", "random"):
         return 0
     if model == "continual":
         return ModelRegistry(paths).latest(device).n_records
-    info = json.loads(train_info_file(paths, device, model).read_text())   # what it fitted on
+    info = json.loads(paths.train_info_file(device, model).read_text())   # what it fitted on
     return int(info["n_programs"] + info["n_valid_programs"])
 
 

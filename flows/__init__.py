@@ -5,6 +5,6 @@ flows.measure, flows.featurize, flows.train, flows.evaluate). Without ``PREFECT_
 run in Prefect's ephemeral mode (a temporary local API, no server to start). Importing this
 package sets Prefect defaults that the caller has not set: analytics off, a patient ephemeral
 startup (busy cores), and ``PREFECT_HOME`` in ``.prefect/`` under the data root
-(``tcl.prefect_setup``). tcl itself never imports this package.
+(``tcl.pipeline.prefect_setup``). tcl itself never imports this package.
 """
 import flows._common  # noqa: F401  (sets the defaults on import)

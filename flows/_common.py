@@ -1,4 +1,4 @@
-"""What every flow module shares: Prefect's defaults (``tcl.prefect_setup``, set on import,
+"""What every flow module shares: Prefect's defaults (``tcl.pipeline.prefect_setup``, set on import,
 before Prefect is imported) and the ``python -m flows.<name> --params FILE`` entry point."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import inspect
 import os
 import sys
 
-from tcl.prefect_setup import prefect_defaults, refuse, run_flow
+from tcl.pipeline.prefect_setup import prefect_defaults, refuse, run_flow
 
 __all__ = ["main", "map_over_tasks", "prefect_defaults", "refuse", "run_flow"]
 
@@ -15,10 +15,10 @@ def main(flow, argv: list[str] | None = None) -> int:
     """``python -m flows.<name> [--params FILE] [--device NAME]``: run ``flow``; errors as one
     line, exit 2. The params file (and the device, for a flow that takes one) is validated
     before the flow starts, so bad input never reaches Prefect (which would log a traceback)."""
-    from tcl.add_device import check_device
+    from tcl.pipeline.add_device import check_device
     from tcl.cli import Parser, _one_line
     from tcl.config import TclError
-    from tcl.params import load_params
+    from tcl.pipeline.params import load_params
 
     parser = Parser(prog=f"python -m flows.{flow.name.replace('-', '_')}",
                     description=(flow.description or "").split("\n")[0])
@@ -40,10 +40,10 @@ def main(flow, argv: list[str] | None = None) -> int:
 
 def map_over_tasks(task_fn, params) -> int:
     """``task_fn(params, task_ids)`` once per chunk of the pipeline's tasks, on the flow's task
-    runner (``tcl.scale_out``); the sum of what the runs return."""
+    runner (``tcl.pipeline.scale_out``); the sum of what the runs return."""
     from prefect import unmapped
 
-    from tcl import pipeline, scale_out
+    from tcl.pipeline import scale_out, stages as pipeline
 
     task_ids = pipeline.selected_tasks(params)["task_id"].to_list()
     futures = task_fn.map(unmapped(params), scale_out.chunks(task_ids, params))

@@ -9,8 +9,8 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from tcl import pipeline
-from tcl.params import Params, load_params
+from tcl.pipeline import stages as pipeline
+from tcl.pipeline.params import Params, load_params
 
 
 @task(name="evaluate-models", cache_policy=NO_CACHE)

@@ -8,9 +8,9 @@ from flows._common import main  # first: sets Prefect's defaults before it is im
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from tcl import pipeline
+from tcl.pipeline import stages as pipeline
 from tcl.config import TclError
-from tcl.params import Params, load_params
+from tcl.pipeline.params import Params, load_params
 
 
 def transient(_task, _task_run, state) -> bool:

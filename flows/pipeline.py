@@ -23,7 +23,7 @@ from flows.sample import sample
 from flows.select import select
 from flows.train import train
 from flows.zoo import zoo
-from tcl.params import load_params
+from tcl.pipeline.params import load_params
 
 
 def _cpu_seconds() -> float:

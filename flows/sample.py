@@ -7,8 +7,8 @@ from flows._common import main, map_over_tasks  # first: sets Prefect's defaults
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from tcl import pipeline, scale_out
-from tcl.params import Params, load_params
+from tcl.pipeline import scale_out, stages as pipeline
+from tcl.pipeline.params import Params, load_params
 
 
 @task(name="sample-candidates", cache_policy=NO_CACHE)

@@ -10,8 +10,8 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from flows.measure import transient
-from tcl import pipeline
-from tcl.params import Params, load_params
+from tcl.pipeline import stages as pipeline
+from tcl.pipeline.params import Params, load_params
 
 
 @task(name="select-device", cache_policy=NO_CACHE, retry_condition_fn=transient)

@@ -1,6 +1,6 @@
-"""``tcl serve``'s deployments and server (``tcl.deployments``), under their old names."""
+"""``tcl serve``'s deployments and server (``tcl.pipeline.deployments``), under their old names."""
 from __future__ import annotations
 
-from tcl.deployments import deployments, local_prefect_server, serve
+from tcl.pipeline.deployments import deployments, local_prefect_server, serve
 
 __all__ = ["deployments", "local_prefect_server", "serve"]

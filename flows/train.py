@@ -8,8 +8,8 @@ from flows._common import main  # first: sets Prefect's defaults before it is im
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from tcl import pipeline
-from tcl.params import Params, load_params
+from tcl.pipeline import stages as pipeline
+from tcl.pipeline.params import Params, load_params
 
 
 @task(name="train-models", cache_policy=NO_CACHE)

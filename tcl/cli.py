@@ -110,7 +110,7 @@ def _zoo_tasks(paths: Paths, networks: list[str] | None, split: str = "all",
 
 
 def cmd_device(args) -> int:
-    from .device import DeviceRegistry, MeasureSettings, check_runnable
+    from .store.devices import DeviceRegistry, MeasureSettings, check_runnable
 
     reg = DeviceRegistry(_paths(args))
     if args.action == "add":
@@ -149,7 +149,7 @@ def _tracker_check(args):
     if args.tracker is None:
         return None
     from .measure.runner import wait_for_tracker
-    from .params import load_params
+    from .pipeline.params import load_params
 
     m = load_params(args.params, check_models=False).measure if Path(args.params).exists() \
         else None
@@ -169,10 +169,10 @@ def _add_device_params(args):
     (validated), its data root (the one --data names, if given) and, where a Prefect server is
     to run it, the params file that server's add-device deployment is bound to (a served run
     with another one would be refused after the event was emitted)."""
-    from . import prefect_setup  # noqa: F401  (Prefect's defaults, before Prefect loads)
+    from .pipeline import prefect_setup  # noqa: F401  (Prefect's defaults, before Prefect loads)
 
-    from .events import check_served_params, server_configured
-    from .params import load_params
+    from .pipeline.events import check_served_params, server_configured
+    from .pipeline.params import load_params
 
     params = load_params(args.params)   # validated before anything runs
     if args.data and Path(args.data).resolve() != params.paths.root:
@@ -188,16 +188,16 @@ def _trigger_add_device(args, params) -> int:
     print the table of its steps' times."""
     import psutil
 
-    from .add_device import step_table
-    from .events import emit_device_added, server_configured
+    from .pipeline.add_device import step_table
+    from .pipeline.events import emit_device_added, server_configured
 
     if server_configured():
         emit_device_added(args.name, args.params)
         print(f"emitted {args.name!r} as tcl.device.added: the add-device deployment that "
               "`tcl serve` serves runs it (watch it in the Prefect UI)")
         return 0
-    from .deployments import add_device
-    from .prefect_setup import run_flow
+    from .pipeline.deployments import add_device
+    from .pipeline.prefect_setup import run_flow
 
     emit_device_added(args.name, args.params)   # recorded by the ephemeral API, if any
     out = run_flow(add_device, device=args.name, params_file=args.params,
@@ -211,9 +211,9 @@ def _trigger_add_device(args, params) -> int:
 def _dry_run_add_device(args, measure) -> int:
     """``tcl device add --dry-run``: the plan of the add-device run (pool, budget, evaluation
     set, estimated time); nothing registered, sampled, measured or written but caches."""
-    from .add_device import plan_add_device
-    from .device import DeviceRegistry
-    from .params import load_params
+    from .pipeline.add_device import plan_add_device
+    from .store.devices import DeviceRegistry
+    from .pipeline.params import load_params
 
     params = load_params(args.params)
     if args.data and Path(args.data).resolve() != params.paths.root:
@@ -227,8 +227,8 @@ def _dry_run_add_device(args, measure) -> int:
 
 
 def cmd_status(args) -> int:
-    from .params import load_params
-    from .status import device_status
+    from .pipeline.params import load_params
+    from .pipeline.status import device_status
 
     paths = _paths(args)
     # The params file says which tasks the models train on; it speaks for its own data root.
@@ -252,7 +252,7 @@ def cmd_status(args) -> int:
 
 def cmd_serve(args) -> int:
     from .cli_pipeline import _no_data
-    from .deployments import serve
+    from .pipeline.deployments import serve
 
     _no_data(args)
     serve(args.params)
@@ -282,7 +282,7 @@ def cmd_zoo(args) -> int:
 def _factory_timeout(args) -> float:
     """``zoo add``: --timeout, else the params file's zoo.factory_timeout_s where the file
     exists, else the default."""
-    from .params import DEFAULT_FACTORY_TIMEOUT_S, load_params
+    from .pipeline.params import DEFAULT_FACTORY_TIMEOUT_S, load_params
 
     if args.timeout is not None:
         return args.timeout
@@ -313,7 +313,7 @@ def _zoo_listing(paths: Paths):
 
 
 def cmd_collect(args) -> int:
-    from .device import DeviceRegistry, check_runnable
+    from .store.devices import DeviceRegistry, check_runnable
     from .measure.collect import collect, plan
 
     paths = _paths(args)
@@ -407,8 +407,8 @@ def cmd_query(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from .device import DeviceRegistry
-    from .store.msjson import import_database
+    from .store.devices import DeviceRegistry
+    from .measure.msjson import import_database
 
     paths = _paths(args)
     device = DeviceRegistry(paths).get(args.device)
@@ -425,7 +425,7 @@ def cmd_import(args) -> int:
 
 
 def cmd_predict(args) -> int:
-    from .device import DeviceRegistry
+    from .store.devices import DeviceRegistry
     from .predict import predict_database
 
     paths = _paths(args)
@@ -447,7 +447,7 @@ def cmd_predict(args) -> int:
 
 
 def cmd_score(args) -> int:
-    from .device import DeviceRegistry
+    from .store.devices import DeviceRegistry
     from .score import score_records
 
     paths = _paths(args)
@@ -503,8 +503,8 @@ def cmd_tune(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from .device import DeviceRegistry
-    from .store.msjson import export_database
+    from .store.devices import DeviceRegistry
+    from .measure.msjson import export_database
 
     paths = _paths(args)
     done = export_database(paths, DeviceRegistry(paths).get(args.device), args.dir, args.tasks)
@@ -516,7 +516,7 @@ def cmd_export(args) -> int:
 def cmd_retire(args) -> int:
     from datetime import datetime
 
-    from .device import DeviceRegistry
+    from .store.devices import DeviceRegistry
     from .store.records import RecordStore
 
     def when(option: str, text: str | None):
@@ -545,7 +545,7 @@ def cmd_retire(args) -> int:
 
 def cmd_datacard(args) -> int:
     from . import datacard
-    from .device import DeviceRegistry
+    from .store.devices import DeviceRegistry
 
     paths = _paths(args)
     out = out_path(args.out, "directory") if args.out else paths.reports_dir / "datacard"
@@ -571,7 +571,7 @@ def any_device_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .params import DEFAULT_FACTORY_TIMEOUT_S, FACTORY_TIMEOUT_RANGE
+    from .pipeline.params import DEFAULT_FACTORY_TIMEOUT_S, FACTORY_TIMEOUT_RANGE
     from .sampling import MAX_PROGRAMS_PER_TASK
 
     p = Parser(prog="tcl", description=__doc__)

@@ -8,12 +8,12 @@ from __future__ import annotations
 import argparse
 
 from .config import TclError
-from .params import DEFAULT_FILE, load_params
+from .pipeline.params import DEFAULT_FILE, load_params
 from .pipeline import STAGES
 
 
 def cmd_stage(args) -> int:
-    from . import pipeline
+    from .pipeline import stages as pipeline
 
     _no_data(args)
     needs = {"measure": ["device"], "select": ["device"],
@@ -29,7 +29,7 @@ def cmd_stage(args) -> int:
         raise TclError(f"stage {args.name} takes no --dry-run")
     params = load_params(args.params)
     if args.device is not None:   # unknown anywhere: an error listing the known devices
-        from .device import DeviceRegistry
+        from .store.devices import DeviceRegistry
 
         DeviceRegistry(params.paths).get(args.device)
     if args.name == "measure" and args.dry_run:
@@ -67,7 +67,7 @@ def cmd_models(args) -> int:
     import sys
 
     from .cli import _paths
-    from .device import DeviceRegistry
+    from .store.devices import DeviceRegistry
     from .registry import ModelRegistry
 
     # --data names the data root; without it, the params file's
@@ -101,7 +101,7 @@ def cmd_models(args) -> int:
 
 def cmd_models_convert(args) -> int:
     """Rewrite model files the safe reader refuses; the user vouches for them by naming them."""
-    from .models.checkpoint import convert_file
+    from .models import convert_file
 
     for f in args.files:
         print(convert_file(f))

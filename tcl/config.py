@@ -55,8 +55,17 @@ class Paths:
         return self.zoo_dir / "networks.parquet"
 
     @property
+    def imported_tasks_file(self) -> Path:
+        """The tasks of imported JSONDatabase files that the zoo lacks (``tcl import``)."""
+        return self.zoo_dir / "imported_tasks.parquet"
+
+    @property
     def candidates_dir(self) -> Path:
         return self.root / "candidates"
+
+    def candidates_file(self, task_id: str) -> Path:
+        """The task's sampled candidate programs (``tcl.sampling``)."""
+        return self.candidates_dir / f"task={task_id}.parquet"
 
     @property
     def records_dir(self) -> Path:
@@ -68,16 +77,58 @@ class Paths:
         return self.root / "retired"
 
     @property
+    def retired_log(self) -> Path:
+        """One line per ``tcl retire``: device, cut-off, reason, files and records moved."""
+        return self.retired_dir / "log.jsonl"
+
+    @property
     def features_dir(self) -> Path:
         return self.root / "features"
+
+    def features_file(self, task_id: str) -> Path:
+        """The task's cached program features (``tcl.features``)."""
+        return self.features_dir / f"task={task_id}.parquet"
 
     @property
     def models_dir(self) -> Path:
         return self.root / "models"
 
+    def model_file(self, device: str, kind: str, index: int = 0) -> Path:
+        """The trained model of ``kind`` for ``device``; ``index`` > 0: the extra training
+        seeds' (``tcl.train``)."""
+        if index:
+            return self.seeds_dir(device, kind) / f"s{index}.model"
+        return self.models_dir / device / f"{kind}.model"
+
+    def train_info_file(self, device: str, kind: str, index: int = 0) -> Path:
+        """What that model's training fitted on and how long it took."""
+        return self.model_file(device, kind, index).with_suffix(".json")
+
+    def seeds_dir(self, device: str, kind: str) -> Path:
+        """Where the models of the training seeds after the first live (``train.seeds``)."""
+        return self.models_dir / device / f"{kind}.seeds"
+
+    @property
+    def registry_file(self) -> Path:
+        """The model registry's table (``tcl.registry``)."""
+        return self.models_dir / "registry.duckdb"
+
+    @property
+    def registry_dir(self) -> Path:
+        """The registry's model files, by content id."""
+        return self.models_dir / "registry"
+
     @property
     def reports_dir(self) -> Path:
         return self.root / "reports"
+
+    def continual_report(self, device: str) -> Path:
+        """The device's latest continual model and its metrics (``tcl stage distill``)."""
+        return self.reports_dir / "continual" / f"{device}.json"
+
+    def add_device_plot(self, device: str) -> Path:
+        """The add-device run's plot (its Prefect artifact)."""
+        return self.reports_dir / "add-device" / f"{device}.png"
 
     @property
     def stages_file(self) -> Path:
@@ -91,7 +142,7 @@ class Paths:
 
     @property
     def failures_file(self) -> Path:
-        """Devices whose add-device run failed (``tcl.status``)."""
+        """Devices whose add-device run failed (``tcl.pipeline.status``)."""
         return self.root / "device-failures.json"
 
     @property
@@ -117,6 +168,16 @@ class Paths:
     def cache_dir(self) -> Path:
         """What can be rebuilt from the store (record file stamps, the catalog file's note)."""
         return self.root / ".cache"
+
+    @property
+    def record_files_cache(self) -> Path:
+        """The record files already checked, by size and mtime (``tcl.store.records``)."""
+        return self.cache_dir / "record-files.json"
+
+    @property
+    def catalog_note(self) -> Path:
+        """What the catalog file was last written from (``tcl.store.catalog``)."""
+        return self.cache_dir / "catalog.json"
 
     @property
     def prefect_home(self) -> Path:

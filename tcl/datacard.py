@@ -13,8 +13,12 @@ import polars as pl
 
 from .config import Paths
 from .evaluate import markdown_table
+from .measure.collect import collect
 from .metrics import spearman
 from .store.catalog import Catalog
+from .store.devices import DeviceRegistry
+from .store.records import RecordStore, write_parquet_atomic
+from .store.schemas import CANDIDATE_SCHEMA
 
 
 def device_summary(cat: Catalog) -> pl.DataFrame:
@@ -97,11 +101,6 @@ def remeasure_sample(paths: Paths, device_name: str, fraction: float = 0.01,
     caller summarises. Returns program_id, task_id, first and second latency."""
     import shutil
 
-    from .device import DeviceRegistry
-    from .measure.collect import collect
-    from .sampling import CANDIDATE_SCHEMA, candidates_file
-    from .store.records import RecordStore, write_parquet_atomic
-
     cat = Catalog(paths, in_memory=True)
     try:
         ok = cat.records(device_name, ("program_id", "task_id", "trace_json", "latency")) \
@@ -129,7 +128,7 @@ def remeasure_sample(paths: Paths, device_name: str, fraction: float = 0.01,
         rows = group.select("program_id", "task_id", "trace_json").with_columns(
             origin=pl.lit("remeasure"), round=pl.lit(0, pl.Int32),
             requested=pl.lit(len(group), pl.Int32)).cast(CANDIDATE_SCHEMA)
-        write_parquet_atomic(rows, candidates_file(again, t[0]))
+        write_parquet_atomic(rows, again.candidates_file(t[0]))
     task_frame = sample.select("task_id", "task_name", "op_class", "workload_json").unique("task_id")
     device = DeviceRegistry(paths).get(device_name)
     collect(again, device, task_frame, int(sample.group_by("task_id").len()["len"].max()),

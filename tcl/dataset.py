@@ -7,9 +7,11 @@ import numpy as np
 import polars as pl
 
 from .config import Paths, TclError
-from .features import TOKEN_WIDTH, load_features
-from .models.base import PER_STORE_WIDTH, ProgramSet
+from .features import load_features
+from .metrics import labels as label_fn
+from .models.base import ProgramSet
 from .store.catalog import records
+from .tokens import PER_STORE_WIDTH, TOKEN_WIDTH
 from .zoo.extract import load_networks
 from .zoo.networks import NETWORKS
 
@@ -56,8 +58,6 @@ def record_sources(paths: Paths, frame: pl.DataFrame) -> pl.Series:
 
 def to_program_set(frame: pl.DataFrame, with_labels: bool = True) -> ProgramSet:
     """A ProgramSet from rows holding features (and latency when ``with_labels``)."""
-    from .metrics import labels as label_fn
-
     if frame.is_empty():
         raise TclError("no programs with both features and measurements for this selection: "
                        "collect and `tcl featurize` first")

@@ -15,7 +15,8 @@ import polars as pl
 
 from . import metrics
 from .config import TclError
-from .models.base import PER_STORE_WIDTH, CostModel, ProgramSet
+from .models.base import CostModel, ProgramSet
+from .tokens import PER_STORE_WIDTH, TOKEN_WIDTH, VOCAB
 
 KS = (1, 5)
 OP_CLASSES = ("conv", "depthwise_conv", "dense", "batch_matmul", "pool", "reduction", "softmax",
@@ -248,8 +249,6 @@ def synthetic_data(n_tasks: int = 12, programs_per_task: int = 40, n_networks: i
                    ) -> tuple[ProgramSet, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """(programs with labels, latency frame, networks frame, tasks frame) where latency follows
     a hidden per-program quality that both feature kinds see, plus noise and ~2% errors."""
-    from .features import TOKEN_WIDTH, VOCAB
-
     if n_tasks < 2 or programs_per_task < 1 or not 0 < n_holdout < n_networks:
         raise TclError("synthetic data needs n_tasks >= 2, programs_per_task >= 1 and "
                        "0 < n_holdout < n_networks")

@@ -1,130 +1,23 @@
-"""Program features computed from the trace alone (so unmeasured candidates can be featurized).
-
-- Per-store features: MetaSchedule's ``PerStoreFeature`` (164 values per buffer store).
-- Trace tokens: one token per schedule instruction that changes the program: a vocabulary id
-  for its kind (annotations by key) and up to ``TOKEN_VALUES`` numbers (its sampled decision or
-  numeric arguments), each as sign(x) * log2(1 + |x|).
+"""Program features computed from the trace alone (so unmeasured candidates can be featurized):
+MetaSchedule's per-store features and the trace tokens (their layout: ``tcl.tokens``).
 
 Cached per task in ``features/task=<task_id>.parquet`` keyed by program id.
 """
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 import numpy as np
 import polars as pl
 
 from .config import Paths, TclError
-from .models.base import PER_STORE_WIDTH
-
-TOKEN_VALUES = 7
-TOKEN_WIDTH = 1 + TOKEN_VALUES
-
-# Instructions that only look things up (no effect on the program) are not tokens.
-LOOKUPS = {"GetSBlock", "GetLoops", "GetChildBlocks", "GetProducers", "GetConsumers",
-           "GetOutputBlocks", "EnterPostproc"}
-# Fixed vocabulary so a saved model reads any later trace the same way. 0 = padding, 1 = unknown.
-VOCAB = ["<pad>", "<unk>",
-         "SamplePerfectTile", "SamplePartitionedTile", "SampleCategorical", "SampleComputeLocation",
-         "Split", "LoopPartition", "Fuse", "Merge", "Reorder", "ReorderBlockIterVar", "Parallel",
-         "Vectorize", "Unroll", "Bind", "AddUnitLoop",
-         "CacheRead", "CacheWrite", "CacheInplace", "ReIndex", "ReadAt", "WriteAt",
-         "ComputeAt", "ReverseComputeAt", "ComputeInline", "ReverseComputeInline",
-         "DecomposeReduction", "DecomposePadding", "RFactor", "StorageAlign", "SetScope",
-         "TransformLayout", "TransformBlockLayout", "SetAxisSeparator", "PadEinsum",
-         "Blockize", "Tensorize", "RollingBuffer",
-         "Annotate:meta_schedule.tiling_structure", "Annotate:meta_schedule.parallel",
-         "Annotate:meta_schedule.vectorize", "Annotate:meta_schedule.unroll_explicit",
-         "Annotate:meta_schedule.unroll_implicit", "Annotate:pragma_auto_unroll_max_step",
-         "Annotate:pragma_unroll_explicit", "Annotate:meta_schedule.cooperative_fetch",
-         "Annotate:meta_schedule.auto_tensorize", "Annotate:meta_schedule.thread_extent_low_inclusive",
-         "Annotate:meta_schedule.thread_extent_high_inclusive", "Annotate:<other>",
-         "Unannotate:meta_schedule.parallel", "Unannotate:meta_schedule.vectorize",
-         "Unannotate:meta_schedule.unroll_explicit", "Unannotate:meta_schedule.unroll_implicit",
-         "Unannotate:<other>"]
-VOCAB_INDEX = {k: i for i, k in enumerate(VOCAB)}
-
-
-def _slog(x: float) -> float:
-    return math.copysign(math.log2(1.0 + abs(x)), x)
-
-
-def _numbers(obj: Any) -> list[float]:
-    """Numeric leaves of a JSON value, in order (bools count as 0/1; strings are skipped)."""
-    if isinstance(obj, bool):
-        return [float(obj)]
-    if isinstance(obj, (int, float)):
-        return [float(obj)]
-    if isinstance(obj, list):
-        return [v for item in obj for v in _numbers(item)]
-    return []
-
-
-def _kind(name: str, attrs: list) -> str:
-    if name in ("Annotate", "Unannotate"):
-        key = f"{name}:{attrs[0] if attrs else ''}"
-        return key if key in VOCAB_INDEX else f"{name}:<other>"
-    return name
-
-
-def trace_tokens(trace_json: str | list) -> np.ndarray:
-    """(n_tokens, TOKEN_WIDTH) float32 tokens of a trace in its plain-JSON form."""
-    insts, decisions = json.loads(trace_json) if isinstance(trace_json, str) else trace_json
-    decided = {int(i): d for i, d in decisions}
-    rows = []
-    for index, (name, inputs, attrs, _outputs) in enumerate(insts):
-        if name in LOOKUPS:
-            continue
-        kind = _kind(name, attrs)
-        if index in decided:
-            decision = decided[index]
-            if name == "SampleCategorical":  # the decision indexes the candidate values
-                decision = attrs[0][int(decision)]
-            values = _numbers(decision)
-        else:
-            values = _numbers(inputs) + _numbers(attrs if name not in ("Annotate",) else attrs[1:])
-        values = [_slog(v) for v in values[:TOKEN_VALUES]]
-        rows.append([float(VOCAB_INDEX.get(kind, 1))] + values + [0.0] * (TOKEN_VALUES - len(values)))
-    if not rows:
-        return np.zeros((0, TOKEN_WIDTH), np.float32)
-    return np.asarray(rows, np.float32)
-
-
-def canonical_trace_json(trace_obj: list) -> str:
-    """The one text form of a trace (ids hash it): compact JSON, booleans as 0/1 as in
-    MetaSchedule's JSONDatabase files, so a trace read back from such a file keeps its id."""
-    def canon(o: Any) -> Any:
-        if isinstance(o, bool):
-            return int(o)
-        if isinstance(o, list):
-            return [canon(x) for x in o]
-        return o
-
-    return json.dumps(canon(trace_obj), separators=(",", ":"))
-
-
-def trace_to_json(trace) -> str:
-    """Canonical JSON of a MetaSchedule trace object (IntImm -> int, FloatImm -> float)."""
-    import tvm
-
-    def plain(o: Any) -> Any:
-        if isinstance(o, (bool, int, float)):
-            return o
-        if isinstance(o, str):
-            return str(o)
-        if isinstance(o, tvm.tirx.IntImm):
-            return int(o.value)
-        if isinstance(o, tvm.tirx.FloatImm):
-            return float(o.value)
-        if hasattr(o, "__iter__") and not hasattr(o, "keys"):
-            return [plain(x) for x in o]
-        raise TclError(f"trace holds a value of type {type(o).__name__} that has no JSON form")
-
-    return canonical_trace_json(plain(trace.as_json()))
-
+from .sampling import SAMPLING_TARGET, tune_context
+from .store.catalog import Catalog
+from .store.records import read_parquet, write_parquet_atomic
+from .tokens import PER_STORE_WIDTH, trace_tokens
+from .tvm_compat import meta_schedule
 
 # ---------------------------------------------------------------------------------------------
 # Feature views: the per-store rows as stored ("raw"), with their counts made relative to the
@@ -213,16 +106,10 @@ FEATURE_SCHEMA = {"program_id": pl.Utf8, "task_id": pl.Utf8, "n_stores": pl.Int3
                   "tokens": pl.List(pl.Float32)}
 
 
-def features_file(paths: Paths, task_id: str) -> Path:
-    return paths.features_dir / f"task={task_id}.parquet"
-
 
 def per_store_features(mod, trace_jsons: list[str]) -> list[np.ndarray]:
     """PerStoreFeature matrices (n_stores, 164) of programs given by their traces."""
     from tvm import s_tir
-
-    from .sampling import SAMPLING_TARGET, tune_context
-    from .tvm_compat import meta_schedule
 
     ms = meta_schedule()
     ctx = tune_context(mod, SAMPLING_TARGET)
@@ -256,22 +143,19 @@ def program_features(task_id: str, workload_json: str, programs: pl.DataFrame) -
 
 def _read(f: Path) -> pl.DataFrame:
     """A task's cached features; a corrupt file is named (it is a cache: deleting it is safe)."""
-    from .store.records import read_parquet
-
     return read_parquet(f, "features file", "delete it; `tcl featurize` computes it again")
 
 
 def featurize_task(paths: Paths, task_id: str, workload_json: str,
                    programs: pl.DataFrame) -> int:
     """Cache features of ``programs`` (program_id, trace_json) not yet cached; returns how many."""
-    f = features_file(paths, task_id)
+    f = paths.features_file(task_id)
     have = _read(f) if f.exists() else pl.DataFrame(schema=FEATURE_SCHEMA)
     todo = programs.unique("program_id", maintain_order=True).filter(
         ~pl.col("program_id").is_in(have["program_id"].implode()))
     if todo.is_empty():
         return 0
     new = program_features(task_id, workload_json, todo)
-    from .store.records import write_parquet_atomic
 
     write_parquet_atomic(pl.concat([have, new]), f)
     return len(new)
@@ -286,8 +170,6 @@ def featurize(paths: Paths, task_ids: Iterable[str] | None = None, progress: boo
     import multiprocessing
 
     from tqdm import tqdm
-
-    from .store.catalog import Catalog
 
     cat = Catalog(paths, in_memory=True)
     try:
@@ -319,7 +201,7 @@ def featurize(paths: Paths, task_ids: Iterable[str] | None = None, progress: boo
 
 
 def load_features(paths: Paths, task_ids: Iterable[str]) -> pl.DataFrame:
-    files = [features_file(paths, t) for t in task_ids]
+    files = [paths.features_file(t) for t in task_ids]
     missing = [str(f) for f in files if not f.exists()]
     if missing:
         raise TclError(f"features not computed for {len(missing)} task(s), e.g. {missing[0]}: "

@@ -29,9 +29,8 @@ import numpy as np
 import polars as pl
 
 from . import metrics
-from .store.msjson import FAILED_RUN_SECS
 from .store.records import task_id_of
-from .tvm_compat import meta_schedule
+from .tvm_compat import FAILED_RUN_SECS, meta_schedule
 
 ms = meta_schedule()
 

@@ -15,16 +15,17 @@ import numpy as np
 import polars as pl
 
 from .config import Paths, TclError
+from .dataset import to_program_set
+from .features import program_features
+from .measure import msjson
+from .models import MODEL_KINDS, load_model
+from .registry import ModelRegistry
 
 
 def resolve_model(paths: Paths, device: str, model: str | None, any_device: bool = False):
     """``model``: None (the registry's latest model serving ``device``), a kind trained for the
     device, or a model file. Returns (the model ready to score ``device``, a description). A
     model made for another device is refused (``check_model_device``) unless ``any_device``."""
-    from .models import MODEL_KINDS, load_model
-    from .registry import ModelRegistry
-    from .train import model_file
-
     if model is None or model == "continual":
         entry = ModelRegistry(paths).latest(device)
         if entry is None:
@@ -32,7 +33,7 @@ def resolve_model(paths: Paths, device: str, model: str | None, any_device: bool
                 raise TclError(f"no registered continual model serves device {device!r} "
                                f"(`tcl models list`; make one with `tcl distill --device "
                                f"{device}`)")
-            kinds = [k for k in MODEL_KINDS if model_file(paths, device, k).exists()]
+            kinds = [k for k in MODEL_KINDS if paths.model_file(device, k).exists()]
             if not kinds:
                 raise TclError(f"no model for device {device!r}: no registered continual model "
                                f"and no trained one under {paths.models_dir / device}; train "
@@ -41,7 +42,7 @@ def resolve_model(paths: Paths, device: str, model: str | None, any_device: bool
             model = kinds[0]
         else:
             return ModelRegistry(paths).load(entry).for_device(device), f"registry {entry.id}"
-    path = model_file(paths, device, model) if model in MODEL_KINDS else Path(model)
+    path = paths.model_file(device, model) if model in MODEL_KINDS else Path(model)
     if not path.exists():
         raise TclError(f"model {model!r}: {path} does not exist (a kind trained for "
                        f"{device!r}, or a model file)")
@@ -100,12 +101,8 @@ def predict_database(paths: Paths, device: str, work_dir: str | Path, model: str
     """Scores of every distinct program in the JSONDatabase at ``work_dir``: task_id,
     task_name, program_id, score (higher is faster) and rank within its task (1 = predicted
     fastest); the model's description; the skipped lines."""
-    from .dataset import to_program_set
-    from .features import program_features
-    from .store.msjson import read_programs
-
     scorer, what = resolve_model(paths, device, model, any_device)   # refused before any work
-    programs, stats = read_programs(work_dir)
+    programs, stats = msjson.read_programs(work_dir)
     if programs.is_empty():
         raise TclError(f"{work_dir}: no valid tuning record to score ({stats.lines} lines read"
                        + (f"; {len(stats.problems)} malformed, e.g. {stats.problems[0]}"

@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from .config import Paths, TclError
+from .store.locks import locked
 
 LOCK_WAIT_S = 120.0   # the longest another process's hold on the registry file is waited out
 
@@ -75,11 +76,11 @@ class ModelRegistry:
 
     @property
     def file(self) -> Path:
-        return self.paths.models_dir / "registry.duckdb"
+        return self.paths.registry_file
 
     @property
     def store(self) -> Path:
-        return self.paths.models_dir / "registry"
+        return self.paths.registry_dir
 
     def _connect(self, write: bool):
         import duckdb
@@ -110,8 +111,6 @@ class ModelRegistry:
                                "not rebuilt: restore it from a backup or move it away") from None
 
     def _lock(self):
-        from .store.locks import locked
-
         return locked(self.paths, "registry", what="the model registry")
 
     # -- reading -------------------------------------------------------------------------------
@@ -150,6 +149,7 @@ class ModelRegistry:
     def load(self, entry: Entry):
         """The registered model, once its file's contents match the recorded content hash (a
         file changed or replaced since registration is refused, naming both hashes)."""
+        # lazy: the continual model (torch) costs ~4 s at import; listing needs none of it
         from .continual.model import MultiDeviceModel
 
         path = self.paths.root / entry.path

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import polars as pl
 
 from .config import Paths, TclError
-from .features import trace_to_json
+from .store.locks import locked
 from .store.records import program_id, write_parquet_atomic
+from .store.schemas import CANDIDATE_SCHEMA
+from .store.traces import trace_to_json
 from .tvm_compat import meta_schedule
 
 SAMPLING_TARGET = {"kind": "llvm", "num-cores": 2}
@@ -24,11 +25,6 @@ SAMPLING_TARGET = {"kind": "llvm", "num-cores": 2}
 MAX_PROGRAMS_PER_TASK = 4096
 _CHUNK = 256          # random traces drawn per call: memory stays bounded on any request
 _STALE_TRIES = 64     # consecutive draws that add nothing new: the design space is used up
-CANDIDATE_SCHEMA = {"program_id": pl.Utf8, "task_id": pl.Utf8, "trace_json": pl.Utf8,
-                    "origin": pl.Utf8, "round": pl.Int32,
-                    # the programs-per-task asked for when this round was sampled: a task whose
-                    # design space ran out below it is not sampled again for the same ask
-                    "requested": pl.Int32}
 
 
 def tune_context(mod, target: dict | None = None, seed: int = 0, task_name: str = "main"):
@@ -126,12 +122,9 @@ def sample_programs(mod, n: int, seed: int = 0, target: dict | None = None,
     return out
 
 
-def candidates_file(paths: Paths, task_id: str) -> Path:
-    return paths.candidates_dir / f"task={task_id}.parquet"
-
 
 def load_candidates(paths: Paths, task_id: str) -> pl.DataFrame:
-    f = candidates_file(paths, task_id)
+    f = paths.candidates_file(task_id)
     if not f.exists():
         return pl.DataFrame(schema=CANDIDATE_SCHEMA)
     try:
@@ -146,8 +139,6 @@ def ensure_candidates(paths: Paths, task_id: str, workload_json: str, n: int,
 
     The read-sample-write runs under the task's candidates lock, so concurrent collections
     asking for different counts extend one file instead of overwriting each other's."""
-    from .store.locks import locked
-
     have = load_candidates(paths, task_id)
     if enough_candidates(have, n):  # the common case needs no lock: the file only ever grows
         return have.head(n)
@@ -179,7 +170,7 @@ def _extend_candidates(paths: Paths, task_id: str, workload_json: str, n: int,
     merged = pl.concat([have, rows])
     if len(merged) < n:  # the design space ran out: remember the ask so it is not retried
         merged = merged.with_columns(requested=pl.lit(n, pl.Int32))
-    write_parquet_atomic(merged, candidates_file(paths, task_id))
+    write_parquet_atomic(merged, paths.candidates_file(task_id))
     return merged.head(n)
 
 

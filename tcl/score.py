@@ -17,12 +17,15 @@ import polars as pl
 
 from . import metrics
 from .config import Paths, TclError
+from .dataset import load_program_set
+from .features import featurize
+from .predict import resolve_model
+from .store.catalog import Catalog
+from .zoo.extract import load_networks
 
 
 def _records(paths: Paths, device: str, source: str | None,
              task_ids: Sequence[str] | None) -> pl.DataFrame:
-    from .store.catalog import Catalog
-
     cat = Catalog(paths, in_memory=True)
     try:
         # Which programs and tasks count; their latencies come with the features
@@ -76,7 +79,6 @@ def network_weights(paths: Paths, networks: Sequence[str] | None,
         return weights
     if not networks:
         return None
-    from .zoo.extract import load_networks
 
     nets = load_networks(paths)
     if nets.is_empty():
@@ -98,10 +100,6 @@ def score_records(paths: Paths, device: str, model: str | None = None, *,
                   ks: Sequence[int] = (1, 5), any_device: bool = False) -> dict:
     """{"model": description, "tasks": per task, "networks": per network or None,
     "classes": per operator class} for ``model`` on the device's measured programs."""
-    from .dataset import load_program_set
-    from .features import featurize
-    from .predict import resolve_model
-
     weights = network_weights(paths, networks, weights_file)   # bad weights: before any work
     records, tasks = _records(paths, device, source, task_ids)
     # before featurizing: a model of another device (or an unreadable file) is refused early

@@ -18,28 +18,14 @@ from typing import Any
 import polars as pl
 
 from .config import Paths, TclError
-
-
-def model_file(paths: Paths, device: str, kind: str, index: int = 0) -> Path:
-    """The model of ``kind`` for ``device``; ``index`` > 0: the extra training seeds'."""
-    if index:
-        return seeds_dir(paths, device, kind) / f"s{index}.model"
-    return paths.models_dir / device / f"{kind}.model"
-
-
-def train_info_file(paths: Paths, device: str, kind: str, index: int = 0) -> Path:
-    return model_file(paths, device, kind, index).with_suffix(".json")
-
-
-def seeds_dir(paths: Paths, device: str, kind: str) -> Path:
-    """Where the models of the training seeds after the first live (``train.seeds``)."""
-    return paths.models_dir / device / f"{kind}.seeds"
+from .dataset import load_program_set, measured
+from .evaluate import SEED_MARK, evaluate, over_seeds, write_report
+from .models import load_model, make_model
+from .zoo.extract import load_networks, load_tasks
 
 
 def holdout_task_ids(paths: Paths) -> set[str]:
     """Tasks that any held-out network runs (evaluation only: never trained on)."""
-    from .zoo.extract import load_networks
-
     nets = load_networks(paths)
     return set(nets.filter(pl.col("holdout"))["task_id"].to_list())
 
@@ -67,9 +53,6 @@ def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | No
     ``records`` / ``held``: ``measured(paths, device, sources=sources)`` and
     ``holdout_task_ids(paths)`` when the caller has them (``train_many`` asks once for all its
     fits)."""
-    from .dataset import load_program_set, measured
-    from .models import make_model
-
     held = holdout_task_ids(paths) if held is None else held
     records = measured(paths, device, sources=sources) if records is None else records
     have = set(records["task_id"].to_list())
@@ -86,7 +69,7 @@ def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | No
     start = time.perf_counter()
     model.fit(train, valid)
     secs = time.perf_counter() - start
-    out = model_file(paths, device, kind, index)
+    out = paths.model_file(device, kind, index)
     out.parent.mkdir(parents=True, exist_ok=True)
     model.save(out)
     info = {"device": device, "kind": kind, "seed": seed, "train_secs": round(secs, 2),
@@ -95,7 +78,7 @@ def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | No
             "n_valid_tasks": len(valid_ids)}
     if hasattr(model, "fit_epochs"):   # neural kinds: epochs run, and the one kept
         info.update(epochs=model.fit_epochs, best_epoch=model.best_epoch)
-    train_info_file(paths, device, kind, index).write_text(json.dumps(info, indent=2) + "\n")
+    paths.train_info_file(device, kind, index).write_text(json.dumps(info, indent=2) + "\n")
     return out
 
 
@@ -112,8 +95,8 @@ def _one_thread() -> None:
 def train_seeds(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | None = None, *,
                 seeds: Sequence[int] = (0,), valid_fraction: float = 0.1,
                 task_ids: Iterable[str] | None = None, workers: int | None = None) -> list[Path]:
-    """One model per seed (the first one's file is ``model_file``, the rest under
-    ``seeds_dir``, which holds exactly those), fitted in parallel on up to ``workers``
+    """One model per seed (the first one's file is ``Paths.model_file``, the rest under
+    ``Paths.seeds_dir``, which holds exactly those), fitted in parallel on up to ``workers``
     processes of one thread each (default: the usable CPUs); one seed trains here."""
     return train_many(paths, [(device, kind, hyper)], seeds=seeds,
                       valid_fraction=valid_fraction, task_ids=task_ids,
@@ -135,8 +118,6 @@ def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | Non
     import os
     import shutil
 
-    from .dataset import measured
-
     seeds = list(seeds)
     task_ids = None if task_ids is None else list(task_ids)
     held = holdout_task_ids(paths)
@@ -144,7 +125,7 @@ def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | Non
                for d in dict.fromkeys(d for d, _, _ in runs)}
     jobs = []
     for device, kind, hyper in runs:
-        extra = seeds_dir(paths, device, kind)
+        extra = paths.seeds_dir(device, kind)
         shutil.rmtree(extra, ignore_errors=True)     # no model of a seed no longer asked for
         extra.mkdir(parents=True)                    # a DVC out: present, empty for one seed
         jobs += [(device, kind, dict(hyper=hyper, seed=seed, valid_fraction=valid_fraction,
@@ -176,11 +157,6 @@ def evaluate_models(paths: Paths, devices: Sequence[str], kinds: Sequence[str],
     ``tcl.evaluate.over_seeds``). Writes the report:
     ``tcl.evaluate.write_report``'s files plus ``summary.json`` (mean per device and model: the
     DVC metrics) and ``scores.csv`` (the same as rows: the DVC plot). Returns (frame, files)."""
-    from .dataset import load_program_set, measured
-    from .evaluate import SEED_MARK, evaluate, over_seeds, write_report
-    from .models import load_model
-    from .zoo.extract import load_networks, load_tasks
-
     nets = load_networks(paths)
     if network_keys is not None:
         nets = nets.filter(pl.col("network_key").is_in(list(network_keys)))
@@ -199,7 +175,7 @@ def evaluate_models(paths: Paths, devices: Sequence[str], kinds: Sequence[str],
             raise TclError(f"device {device!r} has no measured program of a held-out task: "
                            "run the measure stage first")
         programs = load_program_set(paths, device, eval_ids, records=records)
-        files = {(k if seeds == 1 else f"{k}{SEED_MARK}{i}"): model_file(paths, device, k, i)
+        files = {(k if seeds == 1 else f"{k}{SEED_MARK}{i}"): paths.model_file(device, k, i)
                  for k in kinds for i in range(seeds)}
         missing = [str(f) for f in files.values() if not f.exists()]
         if missing:

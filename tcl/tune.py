@@ -23,7 +23,10 @@ The tuning records join the store with source ``tune``, so tuning logs become tr
 """
 from __future__ import annotations
 
+import concurrent.futures as cf
+import functools
 import json
+import multiprocessing
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -32,6 +35,19 @@ from pathlib import Path
 import numpy as np
 
 from .config import Paths, TclError
+from .dataset import load_program_set
+from .measure.collect import DEFAULT_RECORDS_PER_SEC, measured_throughput
+from .measure.interrupt import quiet_interrupts
+from .measure.msjson import import_database
+from .measure.pooled_builder import pooled_builder
+from .measure.runner import _pin_worker, make_runner
+from .measure.timed import Stopwatch, median_ms, timed
+from .predict import resolve_model
+from .store.devices import DeviceRegistry, check_runnable
+from .store.records import RecordStore, task_id_of
+from .train import holdout_task_ids
+from .tvm_compat import compile_database, meta_schedule
+from .zoo.extract import load_networks, relax_module
 
 MODELS_HELP = "latest | a trained kind (mamba, tenset-mlp, tlp, xgb) | xgb-online | random | FILE"
 ONLINE = {"xgb-online": "xgb", "random": "random"}   # MetaSchedule's own cost models
@@ -200,11 +216,6 @@ def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "late
     and an estimated time, without tuning, loading a model, importing TVM or writing anything."""
     import statistics
 
-    from .device import DeviceRegistry
-    from .measure.collect import DEFAULT_RECORDS_PER_SEC, measured_throughput
-    from .store.records import RecordStore
-    from .zoo.extract import load_networks
-
     if population < 2 or generations < 0:
         raise TclError(f"population {population} / generations {generations}: expected a "
                        "population of at least 2 and generations >= 0")
@@ -243,6 +254,7 @@ def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "late
 
 def resolve_instance(paths: Paths, network: str):
     """A network name (its first batch-1 variant, else its first) or an instance key."""
+    # lazy: the networks (torch) cost ~3 s at import
     from .zoo.networks import NETWORKS, zoo_instances
     from .zoo.user import user_networks
 
@@ -269,17 +281,13 @@ def cost_model_for(paths: Paths, device: str, model: str, update: str,
             raise TclError(f"--update applies to tcl's models; {model} is MetaSchedule's own "
                            "(xgb-online always learns online)")
         return ONLINE[model], f"MetaSchedule {ONLINE[model]} (online, from scratch)"
-    from .predict import resolve_model
 
-    # the model first: a refused one costs no MetaSchedule import (the adapter's, ~20 s)
+    # the model first: a refused one costs no MetaSchedule import (lazy: the adapter's, ~23 s)
     scorer, what = resolve_model(paths, device, None if model == "latest" else model, any_device)
     from .models.adapter import TclCostModel
 
     base = None
     if update == "refit":
-        from .dataset import load_program_set
-        from .train import holdout_task_ids
-
         # What refitting learns from besides the search's own measurements: the device's
         # training programs (never a held-out network's), as the model was trained on.
         base = load_program_set(paths, device)
@@ -295,12 +303,10 @@ def _progress_callback(total: int, weights: dict[int, float], show: bool):
     and a progress line with trials, the estimated network latency and the ETA."""
     from tqdm import tqdm
 
-    from .tvm_compat import meta_schedule
-
     ms = meta_schedule()
     from tvm.ir.utils import derived_object
 
-    from .online import run_latency   # after meta_schedule(), which it needs loaded
+    from .online import run_latency   # lazy: MetaSchedule (~25 s), after meta_schedule()
 
     @derived_object
     class Progress(ms.measure_callback.PyMeasureCallback):
@@ -339,13 +345,6 @@ def time_compiled(lib: Path, inst, example, device) -> tuple[list[np.ndarray], f
                                                                float]:
     """(outputs, mean ms, std ms, PyTorch eager ms) of the compiled network ``lib`` and of
     PyTorch on the same cores, in a fresh process pinned to the device profile's cores."""
-    import concurrent.futures as cf
-    import functools
-    import multiprocessing
-
-    from .measure.interrupt import quiet_interrupts
-    from .measure.runner import _pin_worker
-
     m = device.measure
     spec = None if inst.source is not None else (inst.network, inst.batch, inst.size)
     with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
@@ -359,8 +358,6 @@ def time_compiled(lib: Path, inst, example, device) -> tuple[list[np.ndarray], f
 def retime(paths: Paths, run_dir: str | Path) -> dict[str, float]:
     """The finished tuning run's compiled network (``network.so``) and PyTorch eager timed again,
     as the run timed them: for a quieter host than the one the run shared."""
-    from .device import DeviceRegistry
-
     run_dir = Path(run_dir)
     summary_file, lib = run_dir / "summary.json", run_dir / "network.so"
     if not summary_file.exists() or not lib.exists():
@@ -397,8 +394,7 @@ def _measure_in_pinned_process(lib_file: str, inputs: list[np.ndarray], num_core
         os.environ.update(torch_env)
         import torch
 
-        from .measure.timed import median_ms
-        from .zoo.networks import NETWORKS
+        from .zoo.networks import NETWORKS   # lazy: torch, in the timing process only
 
         torch.set_num_threads(num_cores)
         name, batch, size = torch_spec
@@ -436,15 +432,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     if population < 2 or generations < 0:
         raise TclError(f"population {population} / generations {generations}: expected a "
                        "population of at least 2 and generations >= 0")
-    from .device import DeviceRegistry, check_runnable
-    from .measure.pooled_builder import pooled_builder
-    from .measure.runner import make_runner
-    from .measure.timed import Stopwatch, timed
-    from .online import ScoredCostModel
-    from .store.msjson import import_database
-    from .store.records import task_id_of
-    from .tvm_compat import compile_database, meta_schedule
-    from .zoo.extract import relax_module
+    from .online import ScoredCostModel   # lazy: MetaSchedule costs ~25 s at import
 
     ms = meta_schedule()
     device = DeviceRegistry(paths).get(device_name)
@@ -537,8 +525,6 @@ def _set_aside_interrupted(paths: Paths, out: Path, device) -> None:
         raise TclError(f"{out} holds a finished tuning run: a run writes a fresh directory "
                        "(choose --out, or remove it)")
     import sys
-
-    from .store.msjson import import_database
 
     added = 0
     db = out / "database"

@@ -1,4 +1,5 @@
-"""The one place that works around TVM 0.27 start-up costs (see docs/architecture.md)."""
+"""The one place that works around TVM 0.27 start-up costs (see docs/architecture.md), and the
+MetaSchedule conventions tcl reads."""
 from __future__ import annotations
 
 import inspect
@@ -6,6 +7,9 @@ import sys
 from functools import lru_cache
 
 from .config import TclError
+
+# MetaSchedule stores a failed measurement as 1e10 seconds: a run this long or longer failed.
+FAILED_RUN_SECS = 1e9
 
 
 def _shallow_stack(context: int = 1) -> list[inspect.FrameInfo]:

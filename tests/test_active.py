@@ -10,7 +10,7 @@ import pytest
 
 from conftest import matmul_task, write_tasks
 from tcl.config import TclError
-from tcl.device import BUILTIN_DEVICES
+from tcl.store.devices import BUILTIN_DEVICES
 from tcl.measure.active import Selection, plan_active, select_and_measure
 from tcl.store.catalog import query
 from tcl.store.records import RecordStore

@@ -255,7 +255,7 @@ def test_tuner_features_match_the_feature_cache(parity_store):
     trace tokens: a model ranks tuning candidates on the features it was trained on."""
     import polars as pl
 
-    from tcl.device import DeviceRegistry
+    from tcl.store.devices import DeviceRegistry
     from tcl.features import featurize, load_features
     from tcl.models.adapter import featurize_candidates
 
@@ -436,7 +436,7 @@ def test_residual_mode_learns_what_a_wrong_prior_ranks_badly(parity_store):
 
     import polars as pl
 
-    from tcl.device import DeviceRegistry
+    from tcl.store.devices import DeviceRegistry
     from tcl.metrics import labels, pairwise_accuracy
     from tcl.models.adapter import TclCostModel, concat_program_sets, featurize_candidates
     from tcl.models.residual import ResidualPrior

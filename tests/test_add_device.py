@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tcl.add_device import STEPS
+from tcl.pipeline.add_device import STEPS
 from tcl.config import TclError
 
 pytestmark = pytest.mark.slow
@@ -34,9 +34,9 @@ def _tcl(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
 @pytest.fixture(scope="module")
 def first_model(tmp_path_factory):
     """The tiny profile measured on cpu-avx2, and the sequence's first model."""
-    from tcl import pipeline
-    from tcl.continual.run import distill_device
-    from tcl.params import load_params
+    from tcl.pipeline import stages
+    from tcl.pipeline.continual import distill_device
+    from tcl.pipeline.params import load_params
 
     root = tmp_path_factory.mktemp("add-device")
     raw = yaml.safe_load((ROOT / "tests" / "tiny_params.yaml").read_text())
@@ -46,17 +46,17 @@ def first_model(tmp_path_factory):
     raw["select"].update(budget=0.5, teacher="cpu-avx2/tenset-mlp")
     (root / "params.yaml").write_text(yaml.safe_dump(raw))
     params = load_params(root / "params.yaml")
-    pipeline.run_zoo(params)
-    pipeline.run_sample(params, progress=False)
-    pipeline.run_measure(params, "cpu-avx2", progress=False)
-    pipeline.run_featurize(params, progress=False)
+    stages.run_zoo(params)
+    stages.run_sample(params, progress=False)
+    stages.run_measure(params, "cpu-avx2", progress=False)
+    stages.run_featurize(params, progress=False)
     distill_device(params, "cpu-avx2", say=lambda _: None)
     return params
 
 
 def test_add_device_runs_the_continual_step_once(first_model):
     from tcl.registry import ModelRegistry
-    from tcl.status import device_status
+    from tcl.pipeline.status import device_status
     from tcl.store.catalog import query
 
     params = first_model
@@ -95,9 +95,9 @@ def test_add_device_runs_the_continual_step_once(first_model):
 
 
 def test_a_device_whose_every_measurement_fails_gets_no_model(first_model):
-    from tcl.add_device import add_device_run
+    from tcl.pipeline.add_device import add_device_run
     from tcl.registry import ModelRegistry
-    from tcl.status import device_status
+    from tcl.pipeline.status import device_status
 
     params = first_model
     root = params.source.parent
@@ -115,7 +115,7 @@ def test_a_device_whose_every_measurement_fails_gets_no_model(first_model):
 
 
 def test_an_invalid_target_registers_and_runs_nothing(first_model):
-    from tcl.device import DeviceRegistry
+    from tcl.store.devices import DeviceRegistry
 
     root = first_model.source.parent
     bad = _tcl(root, "device", "add", "broken", "--target", '{"kind": "llvm", "mcpu": "x"}',
@@ -134,7 +134,7 @@ def test_a_dry_run_states_the_plan_and_writes_nothing_tracked(first_model):
     """`tcl device add --dry-run`: pool, budget, evaluation set and an estimate in seconds with
     its source: here no device has enough records for a rate, so a probe measures for real
     (nothing stored); no device is registered and no tracked file changes."""
-    from tcl.device import DeviceRegistry
+    from tcl.store.devices import DeviceRegistry
 
     root = first_model.source.parent
     before = _tracked(root)
@@ -151,8 +151,8 @@ def test_a_dry_run_states_the_plan_and_writes_nothing_tracked(first_model):
 def test_a_dry_run_takes_its_rate_from_the_closest_device(first_model, monkeypatch):
     """With enough records (the minimum lowered for the tiny profile), the estimate comes from
     the closest registered device's measured rate, named with why it is close."""
-    from tcl.add_device import plan_add_device
-    from tcl.device import Device
+    from tcl.pipeline.add_device import plan_add_device
+    from tcl.store.devices import Device
     from tcl.measure import collect
 
     monkeypatch.setattr(collect, "MIN_RECORDS_FOR_RATE", 4)
@@ -169,9 +169,9 @@ def test_a_dry_run_takes_its_rate_from_the_closest_device(first_model, monkeypat
 
 def test_a_collection_reports_progress_while_it_measures(first_model):
     """A progress line (measured of the total, rate, ETA) every ``every_s`` seconds."""
-    from tcl.device import DeviceRegistry
+    from tcl.store.devices import DeviceRegistry
     from tcl.measure.collect import collect
-    from tcl.pipeline import selected_tasks
+    from tcl.pipeline.tasks import selected_tasks
 
     params = first_model
     _tcl(params.source.parent, "device", "add", "watched", "--target", BOARD, "--no-run")
@@ -270,7 +270,7 @@ def test_the_event_triggers_the_served_add_device_deployment(first_model, tmp_pa
     import os
     import signal
 
-    from tcl.device import DeviceRegistry
+    from tcl.store.devices import DeviceRegistry
     from tcl.registry import ModelRegistry
 
     params = first_model
@@ -313,7 +313,7 @@ def test_the_event_triggers_the_served_add_device_deployment(first_model, tmp_pa
         _wait(lambda: ModelRegistry(params.paths).latest("board2") is not None, 600,
               "the add-device run triggered by the event", procs)
         assert ModelRegistry(params.paths).latest("board2").devices[-1] == "board2"
-        emit = ("import sys; from tcl.events import emit_device_added; "
+        emit = ("import sys; from tcl.pipeline.events import emit_device_added; "
                 "emit_device_added(sys.argv[1], sys.argv[2])")
         subprocess.run([sys.executable, "-c", emit, "board2", str(other)], cwd=root, env=env,
                        check=True, timeout=120)
@@ -343,8 +343,9 @@ def test_two_add_device_runs_of_one_device_measure_nothing_twice(first_model):
     params = first_model
     root = params.source.parent
     _tcl(root, "device", "add", "twin", "--target", BOARD, "--no-run")
-    code = ("import sys; from tcl.params import load_params; from tcl.add_device import "
-            "add_device_run; add_device_run(load_params(sys.argv[1]), 'twin')")
+    code = ("import sys; from tcl.pipeline.params import load_params; "
+            "from tcl.pipeline.add_device import add_device_run; "
+            "add_device_run(load_params(sys.argv[1]), 'twin')")
     runs = [subprocess.Popen([sys.executable, "-c", code, str(params.source)], cwd=root,
                              text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             for _ in range(2)]
@@ -360,7 +361,7 @@ def test_two_add_device_runs_of_one_device_measure_nothing_twice(first_model):
 
 
 def test_refresh_redistills_only_what_changed(first_model, capsys):
-    from tcl.refresh import refresh_all
+    from tcl.pipeline.refresh import refresh_all
     from tcl.registry import ModelRegistry
 
     params = first_model

@@ -87,7 +87,7 @@ def setup_self_alias(tmp_path):
 
 
 def setup_huge_params(tmp_path):
-    from tcl.params import MAX_FILE_BYTES
+    from tcl.pipeline.params import MAX_FILE_BYTES
 
     f = tmp_path / "params.yaml"
     f.write_text("data: data\n#" + "x" * MAX_FILE_BYTES + "\n")
@@ -112,16 +112,15 @@ def setup_corrupt_zoo(name):
 
 def setup_corrupt_features(tmp_path):   # records and task of t1, its cached features garbage
     from tcl.config import Paths
-    from tcl.features import features_file
     from tcl.store.records import write_parquet_atomic
-    from tcl.zoo.extract import TASK_SCHEMA
+    from tcl.store.schemas import TASK_SCHEMA
 
     paths = Paths(tmp_path / "data")
     RecordStore(paths).append(rows(n=2))
     write_parquet_atomic(pl.DataFrame([{"task_id": "t1", "task_name": "t1", "op_class": "dense",
                                         "workload_json": "{}", "flop": 0.0}],
                                       schema=TASK_SCHEMA), paths.tasks_file)
-    f = features_file(paths, "t1")
+    f = paths.features_file("t1")
     f.parent.mkdir(parents=True)
     f.write_bytes(b"garbage")
 
@@ -331,7 +330,7 @@ def test_an_unreachable_tracker_is_retried_and_registers_nothing(tmp_path, capsy
     import socket
 
     from tcl.config import Paths
-    from tcl.device import DeviceRegistry
+    from tcl.store.devices import DeviceRegistry
 
     with socket.socket() as s:              # a port nothing listens on
         s.bind(("127.0.0.1", 0))

@@ -166,7 +166,7 @@ def test_the_library_never_imports_flows(tmp_path):
     code = ("import sys, contextlib, io; import tcl.cli\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"
             "    try:\n        tcl.cli.main(['--help'])\n    except SystemExit:\n        pass\n"
-            "import os, tcl.deployments, tcl.prefect_setup\n"
+            "import os, tcl.pipeline.deployments, tcl.pipeline.prefect_setup\n"
             "print(os.environ['PREFECT_HOME'])\n"
             "print(sorted(m for m in sys.modules if m == 'flows' or m.startswith('flows.')))")
     root = Path(__file__).resolve().parent.parent

@@ -14,10 +14,12 @@ import pytest
 
 from conftest import matmul_task, te_task, write_tasks
 from tcl.config import TclError
-from tcl.device import BUILTIN_DEVICES, MeasureSettings
-from tcl.features import TOKEN_WIDTH, featurize, load_features
+from tcl.store.devices import BUILTIN_DEVICES, MeasureSettings
+from tcl.features import featurize, load_features
+from tcl.tokens import TOKEN_WIDTH
 from tcl.measure.collect import collect, plan
-from tcl.sampling import CANDIDATE_SCHEMA, ensure_candidates, load_candidates
+from tcl.sampling import ensure_candidates, load_candidates
+from tcl.store.schemas import CANDIDATE_SCHEMA
 from tcl.store.catalog import query
 from tcl.store.records import RecordStore, program_id
 
@@ -39,7 +41,7 @@ def add_unbuildable_candidate(paths, task):
     import tvm
     from tvm import s_tir
 
-    from tcl.features import trace_to_json
+    from tcl.store.traces import trace_to_json
 
     sch = s_tir.Schedule(tvm.ir.load_json(task["workload_json"]))
     sch.bind(sch.get_loops(sch.get_sblock("C"))[0], "threadIdx.x")
@@ -48,10 +50,9 @@ def add_unbuildable_candidate(paths, task):
     row = pl.DataFrame([{"program_id": program_id(task["task_id"], trace),
                          "task_id": task["task_id"], "trace_json": trace, "origin": "test",
                          "round": 99, "requested": len(have) + 1}], schema=CANDIDATE_SCHEMA)
-    from tcl.sampling import candidates_file
     from tcl.store.records import write_parquet_atomic
 
-    write_parquet_atomic(pl.concat([have, row]), candidates_file(paths, task["task_id"]))
+    write_parquet_atomic(pl.concat([have, row]), paths.candidates_file(task["task_id"]))
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +114,7 @@ def test_features_are_cached_per_program(collected):
 def test_export_loads_in_metaschedule_and_import_is_idempotent(collected, tmp_path):
     import tvm
 
-    from tcl.store.msjson import export_database, import_database
+    from tcl.measure.msjson import export_database, import_database
     from tcl.tvm_compat import meta_schedule
 
     paths, task, _, _ = collected
@@ -132,7 +133,7 @@ def test_export_loads_in_metaschedule_and_import_is_idempotent(collected, tmp_pa
 
 
 def test_malformed_import_line_is_named_and_the_rest_imported(collected, tmp_path, paths):
-    from tcl.store.msjson import RECORD_FILE, export_database, import_database
+    from tcl.measure.msjson import RECORD_FILE, export_database, import_database
 
     src, _, _, _ = collected
     out = tmp_path / "db"
@@ -149,7 +150,7 @@ def test_import_keeps_every_line_and_each_line_target(collected, tmp_path, paths
     """Repeats of a program become one record with all latencies; a line measured for another
     target is counted and keeps its target (refused with strict); imported tasks get their
     name, op class and flop count from the workload, as zoo tasks do."""
-    from tcl.store.msjson import RECORD_FILE, export_database, import_database
+    from tcl.measure.msjson import RECORD_FILE, export_database, import_database
 
     src, task, _, _ = collected
     out = tmp_path / "db"
@@ -174,9 +175,8 @@ def test_import_keeps_every_line_and_each_line_target(collected, tmp_path, paths
     assert len(rec) == 1 and sorted(rec["latencies"][0]) == sorted(lines[1][1][1] + repeat[1][1])
     nehalem = frame.filter(pl.col("target").str.contains("nehalem"))
     assert len(nehalem) == 1
-    from tcl.store.msjson import imported_tasks_file
 
-    (row,) = pl.read_parquet(imported_tasks_file(paths)).iter_rows(named=True)
+    (row,) = pl.read_parquet(paths.imported_tasks_file).iter_rows(named=True)
     # as the zoo classifies it: a TE matmul's anchor block is named "C", not "matmul"
     assert row["op_class"] == "reduction" and row["flop"] == 2 * 64 ** 3   # a 64^3 matmul
     assert row["task_name"] == f"imported_{task['task_id'][:8]}"   # its function is "main"
@@ -188,7 +188,7 @@ def test_predict_ranks_a_databases_programs_with_a_model(collected, tmp_path):
     from tcl.cli import main
     from tcl.dataset import load_program_set
     from tcl.models import make_model
-    from tcl.store.msjson import export_database
+    from tcl.measure.msjson import export_database
 
     paths, _, _, _ = collected
     featurize(paths, progress=False)
@@ -233,7 +233,7 @@ RESUME_SCRIPT = textwrap.dedent("""
     import sys, polars as pl
     from pathlib import Path
     from tcl.config import Paths
-    from tcl.device import BUILTIN_DEVICES
+    from tcl.store.devices import BUILTIN_DEVICES
     from tcl.measure.collect import collect
     paths = Paths(Path(sys.argv[1]))
     tasks = pl.read_parquet(paths.tasks_file)
@@ -268,7 +268,7 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(paths, tmp_pat
 def _imported_root(collected, tmp_path):
     """A data root holding only a JSONDatabase imported from the collected one: no zoo."""
     from tcl.config import Paths
-    from tcl.store.msjson import export_database, import_database
+    from tcl.measure.msjson import export_database, import_database
 
     src, task, _, _ = collected
     db = tmp_path / "db"
@@ -323,7 +323,7 @@ def test_score_ranks_imported_records_per_task_class_and_network_without_a_zoo(c
 
 
 def test_empty_and_missing_databases_are_named(tmp_path, paths):
-    from tcl.store.msjson import RECORD_FILE, WORKLOAD_FILE, import_database
+    from tcl.measure.msjson import RECORD_FILE, WORKLOAD_FILE, import_database
     from tcl.score import score_records
 
     with pytest.raises(TclError, match="no measured records"):

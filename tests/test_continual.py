@@ -192,8 +192,8 @@ def test_registry_waits_out_another_process_holding_its_file(paths):
 @pytest.fixture(scope="module")
 def two_devices(tmp_path_factory):
     """The tiny profile measured for real on two devices, and a sequence over them."""
-    from tcl import pipeline
-    from tcl.params import load_params
+    from tcl.pipeline import stages
+    from tcl.pipeline.params import load_params
 
     root = tmp_path_factory.mktemp("continual")
     raw = yaml.safe_load((ROOT / "tests" / "tiny_params.yaml").read_text())
@@ -205,17 +205,17 @@ def two_devices(tmp_path_factory):
     raw["select"]["teacher"] = "cpu-avx2/tenset-mlp"
     (root / "params.yaml").write_text(yaml.safe_dump(raw))
     params = load_params(root / "params.yaml")
-    pipeline.run_zoo(params)
-    pipeline.run_sample(params, progress=False)
+    stages.run_zoo(params)
+    stages.run_sample(params, progress=False)
     for d in raw["devices"]:
-        pipeline.run_measure(params, d, progress=False)
-    pipeline.run_featurize(params, progress=False)
+        stages.run_measure(params, d, progress=False)
+    stages.run_featurize(params, progress=False)
     return params
 
 
 @pytest.mark.slow
 def test_distill_device_end_to_end(two_devices, capsys):
-    from tcl.continual.run import distill_device
+    from tcl.pipeline.continual import distill_device
     from tcl.registry import ModelRegistry
 
     params = two_devices

@@ -5,7 +5,7 @@ from conftest import matmul_task, write_tasks
 from tcl import datacard
 from tcl.cli import main
 from tcl.config import TclError
-from tcl.device import BUILTIN_DEVICES, check_runnable
+from tcl.store.devices import BUILTIN_DEVICES, check_runnable
 from tcl.measure.collect import collect
 from tcl.sampling import ensure_candidates
 

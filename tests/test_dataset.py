@@ -5,7 +5,7 @@ import polars as pl
 
 from tcl.dataset import SOURCES, record_sources
 from tcl.store.records import write_parquet_atomic
-from tcl.zoo.extract import NETWORK_SCHEMA
+from tcl.store.schemas import NETWORK_SCHEMA
 
 
 def _networks(paths, rows: list[tuple[str, str]]) -> None:

@@ -3,7 +3,7 @@ import os
 import pytest
 
 from tcl.config import TclError
-from tcl.device import BUILTIN_DEVICES, Device, DeviceRegistry, check_runnable, make_target
+from tcl.store.devices import BUILTIN_DEVICES, Device, DeviceRegistry, check_runnable, make_target
 
 
 def test_builtin_profiles_are_distinct_platforms():
@@ -45,7 +45,7 @@ def test_add_device_persists_and_remote_needs_tracker(paths):
 
 
 def test_profile_the_host_cannot_run_is_refused(monkeypatch):
-    import tcl.device as device
+    import tcl.store.devices as device
 
     monkeypatch.setattr(device, "host_cpu_flags", lambda: frozenset({"sse4_2", "avx2", "fma"}))
     with pytest.raises(TclError, match="needs CPU features avx512f"):

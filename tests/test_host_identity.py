@@ -8,7 +8,7 @@ import json
 
 from test_store import rows
 
-from tcl.device import BUILTIN_DEVICES, host_identity, parse_cpuinfo
+from tcl.store.devices import BUILTIN_DEVICES, host_identity, parse_cpuinfo
 from tcl.measure.collect import measured_before
 from tcl.store.records import RecordStore, record_id
 
@@ -56,7 +56,7 @@ def test_records_from_before_the_host_identity_count_as_measured():
 
 
 def test_status_names_the_hosts_that_measured_a_device(paths):
-    from tcl.status import device_status
+    from tcl.pipeline.status import device_status
 
     old = rows(n=2)
     new = [dict(r, host_cpu=host_identity()) for r in rows(n=3, offset=2)]

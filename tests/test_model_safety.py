@@ -288,12 +288,12 @@ def test_predict_score_and_tune_refuse_another_devices_model_unless_any_device(
         tcl.tune.cost_model_for(paths, DEVICE, str(f), "none")
     # --any-device: the model is taken and the command goes on to its next step (predict's:
     # reading the database, stubbed here: MetaSchedule's import alone takes ~20 s)
-    import tcl.store.msjson
+    import tcl.measure.msjson
 
     def reached(work_dir):
         raise TclError(f"reached {work_dir}")
 
-    monkeypatch.setattr(tcl.store.msjson, "read_programs", reached)
+    monkeypatch.setattr(tcl.measure.msjson, "read_programs", reached)
     code, _, err = run(capsys, "--data", str(paths.root), "predict", str(db), "--device", DEVICE,
                        "--model", str(f), "--any-device")
     assert code == 2 and refused not in err and f"reached {db}" in err, err

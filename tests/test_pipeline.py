@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tcl.config import TclError
-from tcl.params import load_params
+from tcl.pipeline.params import load_params
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "tiny_params.yaml"
@@ -109,7 +109,7 @@ def test_dvc_yaml_has_one_stage_per_device_and_model():
 
 
 def test_params_sequences_name_measured_devices_and_dvc_dag_builds(tmp_path):
-    """params.yaml's continual sequence names devices the pipeline measures (tcl.params
+    """params.yaml's continual sequence names devices the pipeline measures (tcl.pipeline.params
     refuses any other, naming it), and DVC builds the stage graph from it."""
     params = load_params(ROOT / "params.yaml", check_models=False)
     assert set(params.continual.sequence) <= set(params.devices) | set(params.select.devices)
@@ -253,7 +253,7 @@ def test_pipeline_flow(tiny_repo, tmp_path, monkeypatch):
     from prefect.testing.utilities import prefect_test_harness
 
     from flows.pipeline import pipeline
-    from tcl import pipeline as stages
+    from tcl.pipeline import stages
     from tcl.sampling import load_candidates
 
     repo, _ = tiny_repo

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tcl.config import Paths, TclError
-from tcl.device import BUILTIN_DEVICES, make_target
-from tcl.params import load_params, parse_params
+from tcl.store.devices import BUILTIN_DEVICES, make_target
+from tcl.pipeline.params import load_params, parse_params
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = yaml.safe_load((ROOT / "tests" / "tiny_params.yaml").read_text())
@@ -48,7 +48,7 @@ def test_the_target_parser_accepts_or_names_the_problem(target):
 @SETTINGS
 @given(text=st.one_of(st.text(max_size=40), targets.map(json.dumps)))
 def test_device_add_takes_any_target_text(tmp_path, text):
-    from tcl.device import DeviceRegistry
+    from tcl.store.devices import DeviceRegistry
 
     try:
         DeviceRegistry(Paths(tmp_path / "data")).add("prop", text, replace=True)
@@ -107,7 +107,7 @@ def valid_db(tmp_path_factory):
 
     from conftest import matmul_task
     from tcl.sampling import sample_programs
-    from tcl.store.msjson import RECORD_FILE, WORKLOAD_FILE
+    from tcl.measure.msjson import RECORD_FILE, WORKLOAD_FILE
     from tcl.tvm_compat import meta_schedule
 
     ms = meta_schedule()
@@ -154,7 +154,7 @@ def garbled(lines):
 @SETTINGS
 @given(data=st.data())
 def test_the_importer_keeps_good_lines_and_names_bad_ones(tmp_path, valid_db, data):
-    from tcl.store.msjson import RECORD_FILE, WORKLOAD_FILE, import_database
+    from tcl.measure.msjson import RECORD_FILE, WORKLOAD_FILE, import_database
 
     workloads, records = valid_db
     wl_lines = data.draw(st.lists(garbled(workloads), min_size=0, max_size=3))

@@ -150,7 +150,7 @@ def loopback():
 
 
 def test_measure_through_a_real_tracker_then_it_goes_away(zoo_root, loopback):
-    from tcl.device import DeviceRegistry
+    from tcl.store.devices import DeviceRegistry
     from tcl.measure.runner import tracker_problem
 
     paths = Paths(zoo_root)
@@ -210,7 +210,7 @@ COLLECT_SCRIPT = textwrap.dedent("""
     import sys, polars as pl
     from pathlib import Path
     from tcl.config import Paths
-    from tcl.device import BUILTIN_DEVICES
+    from tcl.store.devices import BUILTIN_DEVICES
     from tcl.measure.collect import collect
     paths = Paths(Path(sys.argv[1]))
     tasks = pl.read_parquet(paths.tasks_file)

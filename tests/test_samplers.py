@@ -93,7 +93,7 @@ def test_one_budget_rule_for_params_cli_and_samplers(bad, tmp_path):
 
     from tcl.budget import EXPECTED
     from tcl.cli import budget_arg
-    from tcl.params import _Reader
+    from tcl.pipeline.params import _Reader
 
     with pytest.raises(TclError, match=re.escape(EXPECTED)):
         parse_budget(bad, 100)

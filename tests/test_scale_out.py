@@ -18,21 +18,21 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _params(root: Path, **scale_out):
-    from tcl import pipeline
-    from tcl.params import load_params
+    from tcl.pipeline import stages
+    from tcl.pipeline.params import load_params
 
     raw = yaml.safe_load((ROOT / "tests" / "tiny_params.yaml").read_text())
     raw["scale_out"].update(scale_out)
     root.mkdir(parents=True, exist_ok=True)
     (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     params = load_params(root / "params.yaml", check_models=False)
-    pipeline.run_zoo(params)
+    stages.run_zoo(params)
     return params
 
 
 def _frames(params):
     from tcl.features import load_features
-    from tcl.pipeline import selected_tasks
+    from tcl.pipeline.tasks import selected_tasks
     from tcl.sampling import load_candidates
 
     ids = selected_tasks(params)["task_id"].to_list()
@@ -59,14 +59,14 @@ def test_sample_and_featurize_on_a_local_dask_cluster_match_the_local_run(tmp_pa
 def test_measure_builds_on_an_existing_dask_cluster(tmp_path):
     from distributed import LocalCluster
 
-    from tcl import pipeline
+    from tcl.pipeline import stages
     from tcl.store.catalog import query
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
                       dashboard_address=None, host="127.0.0.1") as cluster:
         params = _params(tmp_path, task_runner="dask", dask_address=cluster.scheduler_address)
-        pipeline.run_sample(params, progress=False)
-        stats = pipeline.run_measure(params, "cpu-avx2", progress=False)
+        stages.run_sample(params, progress=False)
+        stats = stages.run_measure(params, "cpu-avx2", progress=False)
         # the builds ran as tasks of the cluster (its scheduler runs in this process)
         assert "build_to_bytes" in cluster.scheduler.task_prefixes
     assert stats.measured == 8
@@ -75,7 +75,7 @@ def test_measure_builds_on_an_existing_dask_cluster(tmp_path):
 
 
 def test_an_unreachable_scheduler_is_named(tmp_path):
-    from tcl import pipeline
+    from tcl.pipeline import stages
 
     with socket.socket() as s:              # a port nothing listens on
         s.bind(("127.0.0.1", 0))
@@ -83,4 +83,4 @@ def test_an_unreachable_scheduler_is_named(tmp_path):
     params = _params(tmp_path, task_runner="dask", dask_address=f"tcp://127.0.0.1:{port}")
     with pytest.raises(TclError, match=f"Dask scheduler at tcp://127.0.0.1:{port} "
                                        r"\(scale_out.dask_address\) is unreachable"):
-        pipeline.run_measure(params, "cpu-avx2", progress=False)
+        stages.run_measure(params, "cpu-avx2", progress=False)

@@ -15,7 +15,7 @@ import pytest
 
 from flows._common import main  # first: Prefect's defaults (the ephemeral start-up timeout)
 from tcl.config import TclError
-from tcl.events import SERVED_PARAMS, TRIGGER_PARAMETERS, served_params
+from tcl.pipeline.events import SERVED_PARAMS, TRIGGER_PARAMETERS, served_params
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY_POINTS = sorted(p.stem for p in (ROOT / "flows").glob("*.py")
@@ -53,8 +53,8 @@ def test_an_event_names_only_the_device_of_the_served_run(served, tmp_path):
     bound = str(served.resolve())
     assert add_device.parameters == refresh.parameters == {"params_file": bound}
     # imported by module path in the run, so tcl's modules load once (not as a script's package)
-    assert (add_device.entrypoint, refresh.entrypoint) == ("tcl.deployments.add_device",
-                                                           "tcl.deployments.refresh")
+    assert (add_device.entrypoint, refresh.entrypoint) == ("tcl.pipeline.deployments.add_device",
+                                                           "tcl.pipeline.deployments.refresh")
     assert add_device.triggers[0].parameters == TRIGGER_PARAMETERS
     other = tmp_path / "other" / "params.yaml"      # another data root's params: never read
     crafted = Event(event="tcl.device.added",

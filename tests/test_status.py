@@ -11,12 +11,12 @@ from test_store import rows
 
 from tcl.cli import main
 from tcl.continual.model import MultiDeviceModel
-from tcl.params import load_params
-from tcl.pipeline import instances
+from tcl.pipeline.params import load_params
+from tcl.pipeline.tasks import instances
 from tcl.registry import ModelRegistry
-from tcl.status import device_status
+from tcl.pipeline.status import device_status
 from tcl.store.records import RecordStore, now_utc, write_parquet_atomic
-from tcl.zoo.extract import NETWORK_SCHEMA, TASK_SCHEMA
+from tcl.store.schemas import NETWORK_SCHEMA, TASK_SCHEMA
 from tcl.zoo.networks import zoo_instances
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -172,7 +172,7 @@ def test_data_card_compares_retired_records_with_their_remeasurement(paths):
 
 def test_json_registry_reads_one_error_and_writes_atomically(paths):
     """tcl.store.jsonfile: the device registry, user networks and failed-device state."""
-    from tcl.status import clear_failed, failures, mark_failed
+    from tcl.store.devices import clear_failed, failures, mark_failed
     from tcl.store.jsonfile import JsonRegistry
 
     reg = JsonRegistry(paths.root / "things.json", "thing registry")

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tcl.config import TclError
-from tcl.device import DeviceRegistry, MeasureSettings
+from tcl.store.devices import DeviceRegistry, MeasureSettings
 from tcl.store.catalog import Catalog, SealedCatalog, check_read_only, query
 from tcl.store.records import RECORD_SCHEMA, RecordStore, check_record_file
 from test_store import rows

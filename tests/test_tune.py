@@ -135,7 +135,7 @@ def _time_split_is_reported(summary: dict, r, tcl_model: bool) -> None:
 def _compile_finds_the_tuned_fused_task(paths, inst, out, capfd):
     """compile_relax looks the fused conv2d task up in the database and finds it (TVM 0.27 keys
     fused functions with an attribute the extracted tasks lack: tcl.tvm_compat.compile_database)."""
-    from tcl.device import DeviceRegistry
+    from tcl.store.devices import DeviceRegistry
     from tcl.tvm_compat import compile_database, meta_schedule
     from tcl.zoo.extract import relax_module
 

@@ -83,8 +83,8 @@ def user_module(tmp_path, monkeypatch):
 
 
 def test_a_users_network_joins_the_zoo_and_params_name_it(user_module, tmp_path, capsys):
-    from tcl import pipeline
-    from tcl.params import load_params
+    from tcl.pipeline import stages
+    from tcl.pipeline.params import load_params
 
     root = tmp_path / "data"
     code, out, err = run(capsys, root, "zoo", "add", "mynet", "--model", "mynets:build",
@@ -113,10 +113,10 @@ def test_a_users_network_joins_the_zoo_and_params_name_it(user_module, tmp_path,
     raw["zoo"]["networks"] = ["mynet", "pair"]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     params = load_params(tmp_path / "params.yaml", check_models=False)
-    keys = [i.key for i in pipeline.instances(params)]
+    keys = [i.key for i in stages.instances(params)]
     assert keys == ["mynet-1x3x16x16", "mynet-2x3x16x16", "pair-4x8-int64_4x4"]
-    assert pipeline.run_zoo(params) >= 1           # already extracted: nothing redone
-    selected = pipeline.selected_tasks(params)
+    assert stages.run_zoo(params) >= 1           # already extracted: nothing redone
+    selected = stages.selected_tasks(params)
     assert selected.filter(pl.col("holdout")).height >= 1        # pair's tasks are held out
 
 

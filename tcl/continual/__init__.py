@@ -1,20 +1,14 @@
 """Continual learning across devices: one model for every device, distilled device by device.
 
 ``make_distiller(name)`` gives one of ``DISTILLERS`` (each in its own module); ``MultiDeviceModel``
-is the model they produce; ``tcl.continual.run`` puts them in the pipeline (the device
+is the model they produce; ``tcl.pipeline.continual`` puts them in the pipeline (the device
 sequence, the model registry).
 """
 from __future__ import annotations
 
 import importlib
 
-from typing import TYPE_CHECKING
-
 from ..classes import ClassRegistry
-
-if TYPE_CHECKING:
-    from .base import DeviceData, Distiller, Settings
-    from .model import MultiDeviceModel
 
 __all__ = ["DISTILLERS", "BACKBONES", "DeviceData", "Distiller", "MultiDeviceModel", "Settings",
            "make_distiller"]
@@ -32,11 +26,9 @@ DISTILLERS = ClassRegistry("distillation method", {   # name -> (module, class)
 })
 
 
-def make_distiller(name: str) -> Distiller:
-    return DISTILLERS.make(name)
-
-
-_LAZY = {"DeviceData": "base", "Distiller": "base", "Settings": "base",
+# The torch-backed names, from the modules that define them (which import this one for the
+# names above, so this one imports them only when asked).
+_LAZY = {"DeviceData": "base", "Distiller": "base", "Settings": "base", "make_distiller": "base",
          "MultiDeviceModel": "model"}
 
 

@@ -16,7 +16,10 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from ..config import TclError
+from ..models import MODEL_KINDS
 from ..models.base import ProgramSet
+from ..models.nn import TRAIN_DEFAULTS, group_batches
+from . import DISTILLERS
 from .model import MultiDeviceModel, check_compatible
 from .train import Schedule, pairwise_on
 
@@ -80,11 +83,13 @@ class Distiller(ABC):
              history: list[DeviceData]) -> MultiDeviceModel: ...
 
 
+def make_distiller(name: str) -> Distiller:
+    """A new distiller of method ``name`` (one of ``DISTILLERS``)."""
+    return DISTILLERS.make(name)
+
+
 def config_of(settings: Settings) -> dict[str, Any]:
     """The backbone's full configuration (defaults + settings.hyper)."""
-    from ..models import MODEL_KINDS
-    from ..models.nn import TRAIN_DEFAULTS
-
     cls = MODEL_KINDS[settings.backbone]
     return {**TRAIN_DEFAULTS, **cls.defaults, **settings.hyper}
 
@@ -93,8 +98,6 @@ def schedule_for(new: DeviceData, settings: Settings, at_least: int = 1) -> Sche
     """Every method trains for the same steps: one epoch is a pass over the device's whole pool
     in batches (so a 10% subset is not trained for a tenth of the steps), ``epochs`` and
     ``patience`` as the backbone's."""
-    from ..models.nn import group_batches
-
     cfg = config_of(settings)
     steps = max(len(group_batches(new.unlabelled.group, cfg["batch_size"])), at_least, 1)
     return Schedule(cfg["epochs"], steps, cfg["patience"])

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import TclError
+from ..models import make_model
 from ..models.base import CostModel, ProgramSet
 from ..models.checkpoint import read_checkpoint, write_checkpoint
 from ..models.nn import Batch, CostNet, NeuralCostModel
@@ -90,8 +91,6 @@ class MultiDeviceModel(CostModel):
 
     def __init__(self, backbone: str, devices: list[str], hyper: dict[str, Any] | None = None,
                  *, seed: int = 0, device: str = "auto") -> None:
-        from ..models import make_model
-
         if backbone not in BACKBONES:
             raise TclError(f"continual backbone must be one of {list(BACKBONES)}, "
                            f"not {backbone!r}")

@@ -19,8 +19,14 @@ from typing import Any, Callable
 import polars as pl
 
 from ..config import Paths
-from ..device import Device
+from ..dataset import load_program_set, to_program_set
+from ..features import featurize, load_features
+from ..models import load_model, make_model
+from ..samplers import Pool, make_sampler, parse_budget
+from ..sampling import enough_candidates, ensure_candidates, load_candidates
+from ..store.devices import Device
 from ..store.locks import locked
+from ..store.records import RecordStore
 from ..store.selections import SelectionStore
 from .collect import CollectStats, collect, measured_throughput
 
@@ -85,8 +91,6 @@ def sample_pool(paths: Paths, tasks: pl.DataFrame, pool_per_task: int,
                  seed: int) -> pl.DataFrame:
     """program_id, task_id of the tasks' first ``pool_per_task`` candidates, sampling (and
     storing) the missing ones."""
-    from ..sampling import ensure_candidates
-
     cands = [ensure_candidates(paths, row["task_id"], row["workload_json"], pool_per_task,
                                seed).select("program_id", "task_id")
              for row in tasks.iter_rows(named=True)]
@@ -98,9 +102,6 @@ def _pool_frame(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task
                 seed: int) -> tuple[pl.DataFrame, set[str]]:
     """Candidates (sampled and featurized where missing) and the program ids measured on the
     device, over ``tasks``."""
-    from ..features import featurize, load_features
-    from ..store.records import RecordStore
-
     cands = sample_pool(paths, tasks, pool_per_task, seed)
     task_ids = tasks["task_id"].to_list()
     featurize(paths, task_ids=task_ids, progress=False)
@@ -111,8 +112,6 @@ def _pool_frame(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task
 
 
 def _program_set(frame: pl.DataFrame):
-    from ..dataset import to_program_set
-
     return to_program_set(frame.sort("task_id", "program_id"), with_labels=False)
 
 
@@ -121,8 +120,6 @@ def _stored_pool(paths: Paths, tasks: pl.DataFrame, pool_per_task: int
     """program_id, task_id of the candidates stored for ``tasks`` (the first ``pool_per_task``
     of each), and how many more sampling would add (the design space may hold fewer: an upper
     bound). Reads only: a plan samples, featurizes and writes nothing."""
-    from ..sampling import enough_candidates, load_candidates
-
     cands, to_sample = [], 0
     for task_id in tasks["task_id"]:
         have = load_candidates(paths, task_id)
@@ -140,9 +137,6 @@ def plan_active(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task
     and selections alone (``tcl collect --select ... --dry-run``): candidates not sampled yet
     count as unmeasured pool, and nothing is sampled, featurized or written. The budget comes
     from the pool's size (``parse_budget``), so no sampler runs either."""
-    from ..samplers import parse_budget
-    from ..store.records import RecordStore
-
     frame, to_sample = _stored_pool(paths, tasks, pool_per_task)
     records = RecordStore(paths)
     done = set(records.read(device.name, columns=["program_id"])["program_id"])
@@ -178,8 +172,6 @@ class ActiveRun:
                  model_name: str = "", report: Callable[[str], None] | None = None,
                  records_per_sec: float | None = None):
         from dataclasses import replace
-
-        from ..samplers import make_sampler
 
         self.paths, self.device, self.tasks, self.selection = paths, device, tasks, selection
         self.pool_per_task, self.batch_size, self.progress = pool_per_task, batch_size, progress
@@ -270,8 +262,6 @@ def _select_round(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_ta
                   selection: Selection, run: str, r: int, k: int, sampler, weights, model,
                   model_name: str) -> pl.DataFrame | None:
     """Select round ``r`` (at most ``k`` programs) and store it; None when nothing is left."""
-    from ..samplers import Pool
-
     store = SelectionStore(paths)
     frame, done = _pool_frame(paths, device, tasks, pool_per_task, selection.seed)
     earlier = set().union(*[set(store.read(device.name, run, q)["program_id"])
@@ -302,9 +292,6 @@ def _add(total: CollectStats, part: CollectStats) -> None:
 def _round_model(paths: Paths, device: Device, tasks: pl.DataFrame, selection: Selection,
                  round_: int):
     """A model trained on the device's measurements so far (the selected rounds before this)."""
-    from ..dataset import load_program_set
-    from ..models import make_model
-
     ps = load_program_set(paths, device.name, tasks["task_id"].to_list())
     return make_model(selection.round_model, **selection.round_hyper,
                       seed=selection.seed + round_).fit(ps)
@@ -314,14 +301,12 @@ def teacher_model(paths: Paths, device: str, kinds: tuple[str, ...] = ("tenset-m
     """The first trained model of another device (``data/models/<d>/<kind>.model``) able to
     embed programs, with its name; (None, "none") when there is none. Cold start: a new device
     has nothing measured, so uncertainty and the embedding come from an earlier device."""
-    from ..models import load_model
-
     root = paths.models_dir
     if not root.exists():
         return None, "none"
     for kind in kinds:
         for d in sorted(p for p in root.iterdir() if p.is_dir() and p.name != device):
-            f = d / f"{kind}.model"
+            f = paths.model_file(d.name, kind)
             if f.exists():
                 return load_model(f), f"{d.name}/{kind}"
     return None, "none"

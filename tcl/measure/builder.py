@@ -6,6 +6,8 @@ schedules sampled by tcl use no tensor intrinsics, so the build needs only what 
 """
 from __future__ import annotations
 
+from ..tvm_compat import meta_schedule
+
 
 def fast_build(mod, target, _params):
     """What MetaSchedule's default_build does, minus the tensor-intrinsic import."""
@@ -18,8 +20,6 @@ def fast_build(mod, target, _params):
 
 def local_builder(max_workers: int | None = None, timeout_sec: float = 60.0):
     """MetaSchedule's LocalBuilder using :func:`fast_build`."""
-    from ..tvm_compat import meta_schedule
-
     ms = meta_schedule()
     return ms.builder.LocalBuilder(max_workers=max_workers, timeout_sec=timeout_sec,
                                    f_build=fast_build)
@@ -54,8 +54,6 @@ def builder_result(data: bytes | None, error: str | None):
     import os
     import tempfile
     from pathlib import Path
-
-    from ..tvm_compat import meta_schedule
 
     ms = meta_schedule()
     if data is None:

@@ -28,10 +28,11 @@ from typing import Callable, Iterator
 import polars as pl
 
 from ..config import Paths, TclError
-from ..device import Device, check_runnable
-from ..sampling import apply_trace, ensure_candidates
+from ..sampling import (MAX_PROGRAMS_PER_TASK, apply_trace, ensure_candidates, load_candidates,
+                        sample_programs)
+from ..store.devices import Device, check_runnable
 from ..store.locks import make_lock, try_lock
-from ..store.records import RecordStore, now_utc, record_id
+from ..store.records import RecordStore, now_utc, program_id, record_id
 from ..tvm_compat import meta_schedule
 from .builder import local_builder
 from .interrupt import InfrastructureFailure, Interrupted, StopGuard, shielded
@@ -132,8 +133,6 @@ def probe_rate(paths: Paths, device: Device, tasks: pl.DataFrame, seconds: float
     has none. Nothing is stored (a dry run's estimate with no similar device to go by)."""
     import tvm
 
-    from ..sampling import load_candidates, sample_programs
-
     check_runnable(device)
     stats, builder, runner, done = CollectStats(), None, None, 0
     start = time.perf_counter()
@@ -164,8 +163,6 @@ def plan(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task: i
          program_ids: set[str] | None = None) -> Plan:
     """Count what is left to measure, from the stored candidates and records (samples nothing).
     ``program_ids``: measure only these of the candidates (a sampler's selection)."""
-    from ..sampling import MAX_PROGRAMS_PER_TASK, load_candidates
-
     if not 1 <= programs_per_task <= MAX_PROGRAMS_PER_TASK:
         raise TclError(f"programs per task must lie in [1, {MAX_PROGRAMS_PER_TASK}], "
                        f"got {programs_per_task}")
@@ -204,8 +201,6 @@ def _measure_batch(device: Device, jobs: list[Job], builder, runner,
     """Build every job of the batch, then run the built ones one by one; one row per job
     (status ``infra`` marks a failure of the runner or the RPC link, not of the program)."""
     import tvm
-
-    from ..store.records import program_id
 
     ms = meta_schedule()
     target = device.tvm_target()

@@ -8,6 +8,7 @@ or RPC) reads it, whichever machine built it.
 """
 from __future__ import annotations
 
+from ..tvm_compat import meta_schedule
 from .builder import build_to_bytes, builder_result
 
 
@@ -16,8 +17,6 @@ def dask_builder(client, timeout_sec: float = 60.0):
     (a ``distributed.Client``); a build still running after ``timeout_sec`` per program of the
     batch fails as a timed-out build, as in LocalBuilder."""
     from tvm.ir.utils import derived_object
-
-    from ..tvm_compat import meta_schedule
 
     ms = meta_schedule()
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import multiprocessing
 
+from ..tvm_compat import meta_schedule
 from .builder import build_to_bytes, builder_result
 from .interrupt import quiet_interrupts
 
@@ -22,8 +23,6 @@ def pooled_builder(max_workers: int | None = None, timeout_sec: float = 60.0):
     import os
 
     from tvm.ir.utils import derived_object
-
-    from ..tvm_compat import meta_schedule
 
     ms = meta_schedule()
     workers = max_workers or len(os.sched_getaffinity(0))

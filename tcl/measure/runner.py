@@ -6,7 +6,8 @@ import os
 from typing import Callable
 
 from ..config import TclError
-from ..device import Device
+from ..store.devices import Device
+from ..tvm_compat import meta_schedule
 
 
 def _pin_worker(num_threads: int) -> None:
@@ -17,8 +18,6 @@ def _pin_worker(num_threads: int) -> None:
 
 
 def evaluator_config(device: Device):
-    from ..tvm_compat import meta_schedule
-
     ms = meta_schedule()
     m = device.measure
     return ms.runner.EvaluatorConfig(number=m.number, repeat=m.repeat,
@@ -28,8 +27,6 @@ def evaluator_config(device: Device):
 
 def make_runner(device: Device, **local_kwargs):
     """A runner that measures on ``device``; extra kwargs go to LocalRunner (tests use hooks)."""
-    from ..tvm_compat import meta_schedule
-
     ms = meta_schedule()
     config = evaluator_config(device)
     if device.is_remote:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from ..tvm_compat import meta_schedule
+
 
 def median_ms(fn, repeat: int, warmup: int = 3) -> float:
     """Median wall time of ``fn()`` in ms over ``repeat`` calls, after ``warmup`` calls: how
@@ -35,8 +37,6 @@ class Stopwatch:
 def timed(builder, runner, watch: Stopwatch):
     """(builder, runner) that delegate to the given ones and add their seconds to ``watch``."""
     from tvm.ir.utils import derived_object
-
-    from ..tvm_compat import meta_schedule
 
     ms = meta_schedule()
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 from ..classes import ClassRegistry
@@ -23,7 +24,8 @@ from .base import CostModel, ProgramSet
 # when torch (or xgboost) loads its OpenMP runtime, so it is set before any model module loads.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-__all__ = ["CostModel", "ProgramSet", "MODEL_KINDS", "make_model", "load_model", "read_kind"]
+__all__ = ["CostModel", "ProgramSet", "MODEL_KINDS", "make_model", "load_model", "read_kind",
+           "convert_file"]
 
 _LOCATIONS = {
     "mamba": ("tcl.models.mamba", "MambaModel"),
@@ -61,6 +63,7 @@ def read_kind(path: str | Path) -> str:
         except (UnicodeDecodeError, json.JSONDecodeError):
             pass
     else:  # a torch checkpoint, read by the safe loader only (checkpoint.py): data, never code
+        # lazy: the checkpoint reader imports torch, which costs ~3 s at import
         from .checkpoint import read_checkpoint
 
         doc = read_checkpoint(path)
@@ -74,3 +77,45 @@ def read_kind(path: str | Path) -> str:
 def load_model(path: str | Path) -> CostModel:
     """Load a saved model, whatever its kind."""
     return _model_class(read_kind(path)).load(path)
+
+
+def convert_file(path: str | Path) -> str:
+    """Rewrite a model file that the safe reader refuses (written by an older tcl) so that it
+    reads back with ``weights_only=True``. This TRUSTS the file: its old format needs the full
+    unpickler, which runs whatever code the file holds. The original is kept beside it as
+    ``<name>.pre-convert``. Returns what was done, in a line."""
+    # lazy: torch costs ~3 s at import, and tcl.models loads without it
+    import torch
+
+    from .checkpoint import UnsafeModelFile, write_checkpoint
+
+    path = Path(path)
+    if not path.is_file():
+        raise TclError(f"model file {path} does not exist")
+    try:
+        kind = read_kind(path)      # the safe reader: a file it reads needs no conversion
+    except UnsafeModelFile:
+        pass
+    else:
+        return f"{path}: already readable without the full unpickler ({kind}); left as it is"
+    try:
+        doc = torch.load(path, map_location="cpu", weights_only=False)   # trusted, see above
+    except Exception as e:  # noqa: BLE001 - any unreadable file is a user error here
+        raise TclError(f"model file {path} cannot be read even by the full unpickler: "
+                       f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    kind = doc.get("kind") if isinstance(doc, dict) else None
+    if not isinstance(kind, str):
+        raise TclError(f"{path} is not a tcl model file: no 'kind' recorded in it")
+    cls = _model_class(kind)
+    new = path.with_name(path.name + ".converted")
+    try:
+        write_checkpoint(doc, new)
+        cls.load(new)                                   # it must load as its kind, safely
+    except TclError as e:
+        new.unlink(missing_ok=True)
+        raise TclError(f"model file {path} cannot be converted: {e}") from None
+    backup = path.with_name(path.name + ".pre-convert")
+    shutil.copy2(path, backup)
+    new.replace(path)                                   # atomic: the old file or the new
+    return (f"{path}: converted ({kind}), trusting the file: its old format needed the full "
+            f"unpickler; it now reads with weights_only=True (original kept as {backup})")

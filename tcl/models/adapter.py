@@ -36,11 +36,15 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..features import TOKEN_WIDTH, trace_to_json, trace_tokens
 from ..config import TclError
+from ..metrics import labels
+from ..store.traces import trace_to_json
+from ..tokens import PER_STORE_WIDTH, TOKEN_WIDTH, trace_tokens
 from ..tvm_compat import meta_schedule
-from .base import PER_STORE_WIDTH, CostModel, ProgramSet
+from . import load_model
+from .base import CostModel, ProgramSet
 from .residual import ResidualPrior
+from .xgb import XGBModel
 
 ms = meta_schedule()  # before any meta_schedule import: registers tensor intrinsics cheaply
 
@@ -94,8 +98,6 @@ def task_key(context) -> str:
 def reads_tokens(model: CostModel) -> bool:
     """Whether ``model`` reads trace tokens: a neural net says so (``net.needs``), XGB reads
     per-store rows only, an unknown model is given them."""
-    from .xgb import XGBModel
-
     if isinstance(model, XGBModel):
         return False
     return "tokens" in getattr(getattr(model, "net", None), "needs", ("tokens",))
@@ -237,8 +239,6 @@ class TclCostModel(ms.cost_model.PyCostModel):
         self.residual = ResidualPrior() if update_mode == "residual" else None
 
     def load(self, path: str) -> None:
-        from . import load_model
-
         self.model = load_model(path)
         self.tokens = reads_tokens(self.model)
         self.cache = FeatureCache(self.cache.max_bytes)   # held rows may lack the tokens
@@ -284,8 +284,6 @@ class TclCostModel(ms.cost_model.PyCostModel):
             self.featurize_s += time.perf_counter() - start
 
     def _training_set(self) -> ProgramSet:
-        from ..metrics import labels
-
         parts = [] if self.base is None else [self.base]
         next_group = 0 if self.base is None else int(self.base.group.max()) + 1
         for g, chunks in enumerate(self._measured.values(), start=next_group):

@@ -14,8 +14,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..config import TclError
-
-PER_STORE_WIDTH = 164
+from ..tokens import PER_STORE_WIDTH
 
 
 @dataclass

@@ -7,13 +7,13 @@ and plain values (str, int, float, bool, None, list, tuple, dict) and refuses ev
 Python object, so a crafted file cannot run code here. ``write_checkpoint`` saves only such
 values, so everything tcl writes reads back that way. A file that needs the full unpickler (one
 holding other Python objects) is refused, naming ``tcl models convert``: the only place that
-runs the full unpickler, on files the user names and so vouches for.
+runs the full unpickler, on files the user names and so vouches for
+(``tcl.models.convert_file``, beside the registry of kinds it needs).
 """
 from __future__ import annotations
 
 import pickle
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,6 @@ import numpy as np
 import torch
 
 from ..config import TclError
-from . import _model_class, read_kind
 
 # torch's message when its restricted unpickler stops; _OBJECT: it stopped at a Python object
 # (a global, a class, a call), not at bytes that are no pickle at all
@@ -99,40 +98,3 @@ def write_checkpoint(doc: dict[str, Any], path: str | Path) -> None:
     tmp = path.with_name(path.name + ".tmp")
     torch.save(plain(doc, f"model file {path}"), tmp)
     tmp.replace(path)
-
-
-def convert_file(path: str | Path) -> str:
-    """Rewrite a model file that the safe reader refuses (written by an older tcl) so that it
-    reads back with ``weights_only=True``. This TRUSTS the file: its old format needs the full
-    unpickler, which runs whatever code the file holds. The original is kept beside it as
-    ``<name>.pre-convert``. Returns what was done, in a line."""
-    path = Path(path)
-    if not path.is_file():
-        raise TclError(f"model file {path} does not exist")
-    try:
-        kind = read_kind(path)      # the safe reader: a file it reads needs no conversion
-    except UnsafeModelFile:
-        pass
-    else:
-        return f"{path}: already readable without the full unpickler ({kind}); left as it is"
-    try:
-        doc = torch.load(path, map_location="cpu", weights_only=False)   # trusted, see above
-    except Exception as e:  # noqa: BLE001 - any unreadable file is a user error here
-        raise TclError(f"model file {path} cannot be read even by the full unpickler: "
-                       f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-    kind = doc.get("kind") if isinstance(doc, dict) else None
-    if not isinstance(kind, str):
-        raise TclError(f"{path} is not a tcl model file: no 'kind' recorded in it")
-    cls = _model_class(kind)
-    new = path.with_name(path.name + ".converted")
-    try:
-        write_checkpoint(doc, new)
-        cls.load(new)                                   # it must load as its kind, safely
-    except TclError as e:
-        new.unlink(missing_ok=True)
-        raise TclError(f"model file {path} cannot be converted: {e}") from None
-    backup = path.with_name(path.name + ".pre-convert")
-    shutil.copy2(path, backup)
-    new.replace(path)                                   # atomic: the old file or the new
-    return (f"{path}: converted ({kind}), trusting the file: its old format needed the full "
-            f"unpickler; it now reads with weights_only=True (original kept as {backup})")

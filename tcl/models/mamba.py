@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import TclError
-from ..features import TOKEN_WIDTH, VOCAB
+from ..tokens import TOKEN_WIDTH, VOCAB
 from .base import PER_STORE_WIDTH
 from .nn import Batch, CostNet, NeuralCostModel, length_mask
 

@@ -20,9 +20,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import TclError
-from ..features import FEATURE_VIEWS, TOKEN_WIDTH, VOCAB, feature_view, program_sizes, view_rows, \
-    view_width
+from ..features import FEATURE_VIEWS, feature_view, program_sizes, view_rows, view_width
 from ..metrics import pairwise_accuracy
+from ..tokens import TOKEN_WIDTH, VOCAB
 from .base import PER_STORE_WIDTH, CostModel, ProgramSet
 from .checkpoint import read_checkpoint, write_checkpoint
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..config import TclError
-from ..features import TOKEN_WIDTH
+from ..tokens import TOKEN_WIDTH
 from .base import PER_STORE_WIDTH, ProgramSet
 from .nn import group_batches
 

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor, nn
 
-from ..features import TOKEN_WIDTH, VOCAB
+from ..tokens import TOKEN_WIDTH, VOCAB
 from .nn import Batch, CostNet, NeuralCostModel, length_mask, padded
 
 

@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 
 from ..config import TclError
-from ..features import FEATURE_VIEWS, TOKEN_WIDTH, feature_view
+from ..features import FEATURE_VIEWS, feature_view
 from ..metrics import failed
+from ..tokens import TOKEN_WIDTH
 from .base import CostModel, ProgramSet
 
 FORMAT_VERSION = 1

@@ -34,8 +34,10 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from ..config import Paths, TclError
-from ..device import DeviceRegistry
+from .devices import DeviceRegistry
 from .records import RECORD_SCHEMA, STATUSES, RecordStore, warn_once
+from .schemas import CANDIDATE_SCHEMA, NETWORK_SCHEMA, TASK_SCHEMA
+from .selections import SELECTION_SCHEMA, SelectionStore
 
 _DUCK_TYPES = {pl.Utf8: "VARCHAR", pl.Float64: "DOUBLE", pl.List(pl.Float64): "DOUBLE[]",
                pl.Datetime("us", "UTC"): "TIMESTAMPTZ", pl.Int32: "INTEGER", pl.Int64: "BIGINT",
@@ -176,23 +178,15 @@ class Catalog:
                   SELECT *, CASE WHEN status = 'ok' THEN list_avg(latencies) END AS latency,
                          row_number() OVER (PARTITION BY record_id ORDER BY measured_at) AS rn
                   FROM {view}_raw) WHERE rn = 1""")
-        from ..sampling import CANDIDATE_SCHEMA
-
         cands = sorted(p.candidates_dir.glob("task=*.parquet")) if p.candidates_dir.exists() else []
         if not self._parquet_view("programs", cands):
             self._execute(f"CREATE OR REPLACE VIEW programs AS {_empty_select(CANDIDATE_SCHEMA)}")
-        from .selections import SELECTION_SCHEMA, SelectionStore
-
         if not self._parquet_view("selections", SelectionStore(p).files()):
             self._execute(
                 f"CREATE OR REPLACE VIEW selections AS {_empty_select(SELECTION_SCHEMA)}")
-        from .msjson import imported_tasks_file
-
-        from ..zoo.extract import NETWORK_SCHEMA, TASK_SCHEMA
-
         # Without a zoo (a data root of imported logs only) the views are empty, not missing
         # columns, so queries that join on network_key still bind.
-        for name, files, schema in (("tasks", [p.tasks_file, imported_tasks_file(p)], TASK_SCHEMA),
+        for name, files, schema in (("tasks", [p.tasks_file, p.imported_tasks_file], TASK_SCHEMA),
                                     ("networks", [p.networks_file], NETWORK_SCHEMA)):
             if not self._parquet_view(name, [f for f in files if f.exists()]):
                 self._execute(f"CREATE OR REPLACE VIEW {name} AS {_empty_select(schema)}")
@@ -322,7 +316,7 @@ def check_read_only(sql: str) -> str:
 def _refresh_catalog_file(paths: Paths, fingerprint: str) -> None:
     """Rewrite the catalog file for other DuckDB clients when the views' inputs changed, or the
     file was changed by something else (its size or mtime differ from what was written)."""
-    seen = paths.cache_dir / "catalog.json"
+    seen = paths.catalog_note
     stamp = _stamp(paths.catalog_file)[1:]
     try:
         if json.loads(seen.read_text()) == {"fingerprint": fingerprint, "stamp": stamp} \

@@ -241,7 +241,7 @@ class RecordStore:
 
     @property
     def _cache_file(self) -> Path:
-        return self.paths.cache_dir / "record-files.json"
+        return self.paths.record_files_cache
 
     def _load_cache(self) -> dict[str, list]:
         if self._checked is None:
@@ -323,7 +323,7 @@ class RecordStore:
         target.root.mkdir(parents=True, exist_ok=True)
         # The reason is logged before anything moves; an interrupted run moved whole files
         # only, and running it again moves the rest.
-        with open(target.root / "log.jsonl", "a") as log:
+        with open(self.paths.retired_log, "a") as log:
             log.write(json.dumps({"device": device, "before": before.isoformat(),
                                   "after": after.isoformat() if after is not None else None,
                                   "reason": reason, "files": len(out.files),

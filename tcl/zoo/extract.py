@@ -8,24 +8,22 @@ from __future__ import annotations
 import re
 import time
 import warnings
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from ..config import Paths, TclError
+from ..store.locks import locked
 from ..store.records import read_parquet, task_id_of, write_parquet_atomic
-from .networks import NetworkInstance, zoo_instances
+from ..store.schemas import NETWORK_SCHEMA, TASK_SCHEMA
+from ..tvm_compat import meta_schedule
+
+if TYPE_CHECKING:   # the networks import torch: see build_zoo
+    from .networks import NetworkInstance
 
 TARGET = {"kind": "llvm", "num-cores": 2}
 _REDUCE = 2  # tvm.tirx.IterVar.CommReduce (a constant here, so the module imports without TVM)
 
-TASK_SCHEMA: dict[str, pl.DataType] = {
-    "task_id": pl.Utf8, "task_name": pl.Utf8, "op_class": pl.Utf8,
-    "workload_json": pl.Utf8, "flop": pl.Float64,
-}
-NETWORK_SCHEMA: dict[str, pl.DataType] = {
-    "network": pl.Utf8, "batch": pl.Int64, "input_shape": pl.Utf8, "network_key": pl.Utf8,
-    "task_id": pl.Utf8, "weight": pl.Int64, "holdout": pl.Boolean,
-}
 OP_CLASSES = ("conv", "depthwise_conv", "dense", "batch_matmul", "pool", "reduction", "softmax",
               "norm", "injective", "other")
 
@@ -57,8 +55,6 @@ def extract_tasks(instance: NetworkInstance) -> list[dict]:
     """One row per distinct task of ``instance``: task_id, task_name, op_class, workload_json,
     flop, weight (how many times one inference runs it)."""
     import tvm
-
-    from ..tvm_compat import meta_schedule
 
     ms = meta_schedule()
     try:
@@ -188,7 +184,8 @@ def build_zoo(paths: Paths, networks: list[str] | None = None,
     networks.parquet is in tasks.parquet), so an interrupted build keeps what it finished.
     Returns (tasks, networks), the whole tables.
     """
-    from ..store.locks import locked
+    # lazy: the networks import torch (~2 s); reading the zoo's tables needs none of it
+    from .networks import zoo_instances
 
     todo = instances if instances is not None else zoo_instances(networks)
     tasks, nets = load_tasks(paths), load_networks(paths)
@@ -261,12 +258,10 @@ def select_tasks(paths: Paths, network_keys: list[str], max_train: int | None = 
     """
     import duckdb
 
-    from ..store.msjson import imported_tasks_file
-
     limits = {True: max_holdout, False: max_train}
     # The two zoo tables alone: a catalog would also open every record file (seconds on the
     # committed dataset, and every dry run selects tasks).
-    extra = imported_tasks_file(paths)
+    extra = paths.imported_tasks_file
     tasks = pl.concat([load_tasks(paths)] + ([pl.read_parquet(extra)] if extra.exists() else []),
                       how="diagonal_relaxed")
     con = duckdb.connect(":memory:")

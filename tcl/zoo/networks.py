@@ -6,7 +6,7 @@ compactly but layer for layer: latency (and so the tuning tasks) depends on shap
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -17,9 +17,6 @@ from ..config import TclError
 from .families import (DLRM_DENSE, DLRM_ROWS, Conformer, Dlrm, Llama, Mixer, Swin, UNet,
                        convnext_tiny, efficientnet_b0)
 from .layers import conv_bn, self_attention
-
-if TYPE_CHECKING:  # tcl.zoo.user imports this module
-    from .user import UserNetwork
 
 
 # ---------------------------------------------------------------------------------------------
@@ -364,7 +361,8 @@ class NetworkInstance:
     input_shape: str  # full input tensor shapes, e.g. "1x3x224x224"
     key: str  # e.g. "resnet18-b1-224"
     holdout: bool
-    source: "UserNetwork | None" = None  # a user's network (tcl zoo add); None: built in
+    # a user's network (tcl.zoo.user.UserNetwork, which imports this module); None: built in
+    source: Any = None
 
     @property
     def family(self) -> str:

@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Callable
 
 from ..config import Paths, TclError
-from ..params import DEFAULT_FACTORY_TIMEOUT_S
 from ..store.jsonfile import JsonRegistry
+from ..store.locks import locked
+from . import DEFAULT_FACTORY_TIMEOUT_S
+from .extract import build_zoo
 from .networks import NETWORKS, NetworkInstance
 
 DTYPES = ("float32", "float16", "int64", "int32")
@@ -189,9 +191,6 @@ class UserNetworks:
             holdout: bool = False) -> tuple[NetworkInstance, bool]:
         """Add ``name`` at ``inputs`` (extracting its tasks into the zoo); returns the instance
         and whether it was new. The same variant again is a no-op."""
-        from ..store.locks import locked
-        from .extract import build_zoo
-
         if not _NAME.match(name or ""):
             raise TclError(f"invalid network name {name!r}: use up to 64 lower-case letters, "
                            "digits and '_', starting with a letter")

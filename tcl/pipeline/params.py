@@ -13,16 +13,16 @@ from typing import Any
 
 import yaml
 
-from .budget import check_budget
-from .config import Paths, TclError, read_text
+from ..budget import check_budget
+from ..config import Paths, TclError, read_text
+from ..continual import BACKBONES, DISTILLERS
+from ..zoo import DEFAULT_FACTORY_TIMEOUT_S, FACTORY_TIMEOUT_RANGE
 
 DEFAULT_FILE = "params.yaml"
 # A params file is a page of knobs: larger files, and YAML whose aliases expand to more nodes
 # than this ("billion laughs"), are refused before they are built.
 MAX_FILE_BYTES = 1 << 20
 MAX_EXPANDED_NODES = 100_000
-DEFAULT_FACTORY_TIMEOUT_S = 300.0   # zoo.factory_timeout_s where no params file is read
-FACTORY_TIMEOUT_RANGE = (1.0, 86400.0)   # zoo.factory_timeout_s and tcl zoo add --timeout
 
 
 @dataclass(frozen=True)
@@ -228,12 +228,15 @@ TOP_KEYS = ("data", "devices", "zoo", "sample", "measure", "train", "select", "e
 
 def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     """Validate the parsed YAML ``raw`` of ``source``; see the module docstring."""
-    from .dataset import SOURCES
-    from .device import DeviceRegistry
-    from .models import MODEL_KINDS
-    from .sampling import MAX_PROGRAMS_PER_TASK
-    from .zoo.networks import NETWORKS
-    from .zoo.user import user_networks
+    # lazy: the CLI's parser reads this module's constants at every start: with the registries
+    # below at module top (numpy, polars, pyarrow) that start took ~1.1 s instead of ~0.2 s,
+    # and the networks import torch (~3 s)
+    from ..dataset import SOURCES
+    from ..models import MODEL_KINDS
+    from ..sampling import MAX_PROGRAMS_PER_TASK
+    from ..store.devices import DeviceRegistry
+    from ..zoo.networks import NETWORKS
+    from ..zoo.user import user_networks
 
     r = _Reader(source.name if source.name == DEFAULT_FILE else str(source))
     top = r.section(raw, "", TOP_KEYS)
@@ -349,7 +352,7 @@ def _scale_out_params(r: _Reader, raw: Any) -> ScaleOutParams:
 
 def _select_params(r: _Reader, raw: Any, devices: tuple[str, ...], known: set[str],
                    train: TrainParams) -> SelectParams:
-    from .samplers import SAMPLERS
+    from ..samplers import SAMPLERS   # lazy: numpy, see parse_params
 
     s = r.section(raw, "select", ("devices", "sampler", "budget", "rounds", "weights",
                                   "per_task", "teacher", "seed"))
@@ -378,8 +381,6 @@ def _select_params(r: _Reader, raw: Any, devices: tuple[str, ...], known: set[st
 
 def _continual_params(r: _Reader, raw: Any, known: set[str], measured: tuple[str, ...],
                       train: TrainParams) -> ContinualParams:
-    from .continual import BACKBONES, DISTILLERS
-
     c = r.section(raw, "continual", ("first", "then", "backbone", "method", "subset",
                                      "subset_from", "kd_new", "kd_old", "ewc", "seed"))
     sequence = _sequence(r, c["first"], c["then"], known, measured)
@@ -441,7 +442,7 @@ def _sequence(r: _Reader, first: Any, then: Any, known: set[str],
 
 def check_model_params(params: Params, reader: _Reader | None = None) -> None:
     """Build every listed model once (untrained) so a rejected hyperparameter fails now."""
-    from .models import make_model
+    from ..models import make_model   # lazy: numpy, see parse_params
 
     r = reader or _Reader(params.source.name)
     for i, kind in enumerate(params.train.models):

@@ -1,4 +1,5 @@
-"""Devices: a name, a TVM target in dict form, how to measure, and the host it was measured on.
+"""Devices: a name, a TVM target in dict form, how to measure, and the host it was measured on;
+the device registry and the failed-device state.
 
 Built-in profiles are x86 CPU codegen/core-count combinations that run on one host but rank
 programs differently (see docs/data-card.md). User devices live in ``data/devices.json``.
@@ -12,8 +13,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from .config import Paths, TclError
-from .store.jsonfile import JsonRegistry
+from ..config import Paths, TclError
+from .jsonfile import JsonRegistry
+from .locks import locked
+from .records import RecordStore, now_utc
 
 
 @dataclass(frozen=True)
@@ -257,9 +260,6 @@ class DeviceRegistry:
         on the validated device before anything is written (the tracker probe of
         ``tcl device add``): what it raises leaves the registry as it was. ``dry_run``: every
         check, and the device it would register, but nothing written."""
-        from .store.locks import locked
-        from .store.records import RecordStore
-
         if isinstance(target, str):
             try:
                 target = json.loads(target)
@@ -332,3 +332,27 @@ def check_runnable(device: Device) -> None:
     if missing:
         raise TclError(f"device {device.name!r} needs CPU features {', '.join(missing)} that this "
                        f"host ({host_cpu_model()}) lacks; pick another profile (`tcl device list`)")
+
+
+# The failed-device state: devices whose last add-device run measured nothing usable
+# (``tcl.pipeline.add_device`` marks and clears them, ``tcl status`` shows them).
+def _failures(paths: Paths) -> JsonRegistry:
+    return JsonRegistry(paths.failures_file, "failed-device state")
+
+
+def failures(paths: Paths) -> dict[str, dict]:
+    return _failures(paths).read()
+
+
+def mark_failed(paths: Paths, device: str, reason: str) -> None:
+    with locked(paths, "devices", what="the device registry"):
+        data = failures(paths)
+        data[device] = {"reason": reason, "at": now_utc().isoformat()}
+        _failures(paths).write(data)
+
+
+def clear_failed(paths: Paths, device: str) -> None:
+    with locked(paths, "devices", what="the device registry"):
+        data = failures(paths)
+        if data.pop(device, None) is not None:
+            _failures(paths).write(data)

@@ -14,16 +14,18 @@ from pathlib import Path
 import polars as pl
 
 from ..config import Paths, TclError, read_text
-from ..device import Device
-from ..features import canonical_trace_json
-from ..tvm_compat import meta_schedule
-from ..zoo.extract import load_tasks
-from .records import (RecordStore, now_utc, program_id, read_parquet, record_id, task_id_of,
-                      write_parquet_atomic)
+from ..store.catalog import Catalog
+from ..store.devices import Device
+from ..store.locks import locked, path_key
+from ..store.records import (RecordStore, now_utc, program_id, read_parquet, record_id, task_id_of,
+                             write_parquet_atomic)
+from ..store.traces import canonical_trace_json
+from ..tvm_compat import FAILED_RUN_SECS, meta_schedule
+from ..zoo.extract import load_tasks, task_row
+from .collect import measured_before
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
-FAILED_RUN_SECS = 1e9  # MetaSchedule stores failed measurements as 1e10 seconds
 
 
 @dataclass
@@ -42,10 +44,6 @@ def _same_target(line_target, device_target: dict) -> bool:
     if not isinstance(line_target, dict):
         return False
     return all(str(line_target.get(k)) == str(v) for k, v in device_target.items())
-
-
-def imported_tasks_file(paths: Paths) -> Path:
-    return paths.zoo_dir / "imported_tasks.parquet"
 
 
 def _read_lines(path: Path) -> list[tuple[int, str]]:
@@ -78,7 +76,6 @@ def _tuning_lines(rec_path: Path, workloads: dict, stats: ImportStats):
 
 def _workloads(wl_path: Path, stats: ImportStats) -> tuple[dict[int, tuple[str, object]], list]:
     """Line index (0-based) -> (task id, Workload), and each workload's task row."""
-    from ..zoo.extract import task_row
 
     ms = meta_schedule()
     workloads, task_rows = {}, []
@@ -169,8 +166,6 @@ def import_database(paths: Paths, work_dir: str | Path, device: Device,
                      "error": None if ok else "failed in the imported database",
                      "build_secs": None, "source": source or f"import:{rec_path}",
                      "measured_at": now_utc(), "tvm_version": tvm.__version__})
-    from ..measure.collect import measured_before
-    from .locks import locked
 
     store = RecordStore(paths)
     for tid in sorted({r["task_id"] for r in rows}):
@@ -189,7 +184,7 @@ def import_database(paths: Paths, work_dir: str | Path, device: Device,
 
 def _remember_tasks(paths: Paths, rows: list[dict]) -> int:
     """Keep imported workloads that the zoo lacks, so records can be joined to their task."""
-    f = imported_tasks_file(paths)
+    f = paths.imported_tasks_file
     have = read_parquet(f, "imported tasks file", "move it away and import the databases "
                         "again") if f.exists() else None
     zoo = set(load_tasks(paths)["task_id"])
@@ -240,9 +235,6 @@ def export_database(paths: Paths, device: Device, out_dir: str | Path,
     already there is not written again, so exporting twice adds nothing the second time."""
     import tvm
     from tvm import s_tir
-
-    from .catalog import Catalog
-    from .locks import locked, path_key
 
     ms = meta_schedule()
     out_dir = Path(out_dir)

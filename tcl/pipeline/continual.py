@@ -27,10 +27,19 @@ import numpy as np
 import polars as pl
 
 from ..config import Paths, TclError
-from ..params import Params
+from ..continual.base import DeviceData, Settings, make_distiller
+from ..dataset import load_program_set, measured, to_program_set
+from ..evaluate import evaluate
+from ..features import load_features
+from ..metrics import forgetting_summary
 from ..registry import Entry, ModelRegistry
+from ..samplers import Pool, make_sampler, parse_budget
 from ..store import catalog
-from .base import DeviceData, Settings
+from ..store.selections import SelectionStore
+from ..train import holdout_task_ids, split_tasks
+from ..zoo.extract import load_networks, load_tasks
+from .params import Params
+from .tasks import training_tasks
 
 SUBSET_RUN = "continual-subset"   # the selection run of subsets picked from measured records
 
@@ -57,9 +66,6 @@ def _records(paths: Paths, device: str, task_ids: list[str]) -> pl.DataFrame:
 
 
 def _program_set(paths: Paths, rows: pl.DataFrame, labels: bool):
-    from ..dataset import to_program_set
-    from ..features import load_features
-
     feats = load_features(paths, rows["task_id"].unique().sort().to_list())
     frame = rows.join(feats.drop("task_id"), on="program_id", how="inner")
     if not labels:
@@ -67,17 +73,8 @@ def _program_set(paths: Paths, rows: pl.DataFrame, labels: bool):
     return to_program_set(frame.sort("task_id", "program_id"), with_labels=labels)
 
 
-def training_tasks(params: Params) -> list[str]:
-    from ..pipeline import selected_tasks
-
-    tasks = selected_tasks(params)
-    return sorted(tasks.filter(~pl.col("holdout"))["task_id"].to_list())
-
-
 def pool_rows(params: Params, task_ids: list[str]) -> pl.DataFrame:
     """program_id, task_id of every featurized candidate of the training tasks."""
-    from ..features import load_features
-
     return load_features(params.paths, task_ids).select("program_id", "task_id").unique() \
         .sort("task_id", "program_id")
 
@@ -85,8 +82,6 @@ def pool_rows(params: Params, task_ids: list[str]) -> pl.DataFrame:
 def subset_ids(params: Params, device: str, records: pl.DataFrame, teacher,
                say: Callable[[str], None]) -> set[str]:
     """Program ids of the device's measured subset (see the module docstring, step 2)."""
-    from ..store.selections import SelectionStore
-
     store = SelectionStore(params.paths)
     chosen: set[str] = set()
     for f in store.files():
@@ -102,7 +97,6 @@ def subset_ids(params: Params, device: str, records: pl.DataFrame, teacher,
     if ok.is_empty():
         raise TclError(f"device {device!r} has no measured subset: no ok record of a training "
                        f"task (import or measure its records first)")
-    from ..samplers import Pool, make_sampler, parse_budget
 
     sel = params.select
     ps = _program_set(params.paths, ok.select("program_id", "task_id"), labels=False)
@@ -120,8 +114,6 @@ def subset_ids(params: Params, device: str, records: pl.DataFrame, teacher,
 
 def device_data(params: Params, device: str, labelled_rows: pl.DataFrame,
                 pool: pl.DataFrame | None) -> DeviceData:
-    from ..train import split_tasks
-
     rows = labelled_rows.filter(pl.col("latency").is_not_null())
     train_ids, valid_ids = split_tasks(rows["task_id"].unique().to_list(),
                                        params.train.valid_fraction, params.continual.seed)
@@ -232,8 +224,6 @@ def prepare_distill(params: Params, device: str, method: str | None = None,
 
 def fit_distill(job: DistillJob) -> tuple[object, float]:
     """The student model, and the seconds its training took."""
-    from . import make_distiller
-
     history = []
     if make_distiller(job.method).needs_old_data:
         history = _history(job.params, job.teacher.devices if job.teacher is not None else [],
@@ -276,8 +266,6 @@ def evaluate_continual(params: Params, model, registry: ModelRegistry | None = N
     ``devices`` (each one), ``forgetting`` (each earlier device: its own model's score minus
     this one's, overall and per operator class; ``tcl.metrics.forgetting_summary``) and
     ``parameters``."""
-    from ..metrics import forgetting_summary
-
     frames = {d: held_out_scores(params, model.for_device(d), d) for d in model.devices}
     out: dict = {"new": _mean(frames[model.target]), "parameters": model.n_parameters(),
                  "devices": {d: _mean(f) for d, f in frames.items()}, "forgetting": {}}
@@ -294,11 +282,6 @@ def evaluate_continual(params: Params, model, registry: ModelRegistry | None = N
 
 def held_out_scores(params: Params, model, device: str) -> pl.DataFrame:
     """tcl.evaluate.evaluate's rows for ``model`` on ``device``'s held-out networks."""
-    from ..dataset import load_program_set, measured
-    from ..evaluate import evaluate
-    from ..train import holdout_task_ids
-    from ..zoo.extract import load_networks, load_tasks
-
     held = holdout_task_ids(params.paths)
     records = measured(params.paths, device)
     ids = sorted(held & set(records["task_id"].to_list()))

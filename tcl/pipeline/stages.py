@@ -16,42 +16,32 @@ from pathlib import Path
 
 import polars as pl
 
-from .config import TclError
+from ..config import TclError
+from ..dataset import measured
+from ..features import featurize
+from ..measure.active import Selection, select_and_measure
+from ..measure.collect import CollectStats, collect
+from ..models import load_model
+from ..sampling import ensure_candidates, load_candidates
+from ..store.catalog import Catalog, _sql_list
+from ..store.devices import DeviceRegistry
+from ..train import evaluate_models, train_many
+from ..zoo.extract import build_zoo
 from .params import Params
-
-STAGES = ("zoo", "sample", "measure", "featurize", "train", "select", "distill", "evaluate")
+from .scale_out import builder, local_processes
+from .tasks import instances, selected_tasks
 
 
 def _say(msg: str) -> None:
     print(msg, flush=True)
 
 
-def instances(params: Params):
-    """The zoo's network instances that the params select."""
-    from .zoo.networks import zoo_instances
-    from .zoo.user import user_networks
-
-    return zoo_instances(list(params.zoo.networks), small=params.zoo.small,
-                         user=user_networks(params.paths, params.zoo.factory_timeout_s))
-
-
 def run_zoo(params: Params) -> int:
     """Extract the tasks of the selected networks not yet in the zoo; returns tasks selected."""
-    from .zoo.extract import build_zoo
-
     build_zoo(params.paths, instances=instances(params))
     n = len(selected_tasks(params))
     _say(f"zoo: {n} tasks selected from {len(params.zoo.networks)} networks")
     return n
-
-
-def selected_tasks(params: Params) -> pl.DataFrame:
-    """The selected networks' tasks, at most ``sample.max_train_tasks`` /
-    ``sample.max_holdout_tasks`` of each split (see ``tcl.zoo.extract.select_tasks``)."""
-    from .zoo.extract import select_tasks
-
-    return select_tasks(params.paths, [i.key for i in instances(params)],
-                        params.sample.max_train_tasks, params.sample.max_holdout_tasks)
 
 
 def run_sample(params: Params, progress: bool = True, task_ids: list[str] | None = None) -> int:
@@ -59,8 +49,6 @@ def run_sample(params: Params, progress: bool = True, task_ids: list[str] | None
     ``task_ids`` of them (device-independent, persisted); returns how many new candidates were
     sampled."""
     from tqdm import tqdm
-
-    from .sampling import ensure_candidates, load_candidates
 
     paths, n = params.paths, params.sample.programs_per_task
     tasks = selected_tasks(params)
@@ -84,12 +72,9 @@ def measure_todo(params: Params, device: str) -> pl.DataFrame:
     Counts by program id per device name, unlike ``tcl collect``'s plan (record ids, which
     include the host CPU): a clone of the committed dataset on another CPU is complete for the
     pipeline, while ``tcl collect`` there would measure the programs anew for that host."""
-    from .sampling import candidates_file
-    from .store.catalog import Catalog, _sql_list
-
     paths, n = params.paths, params.sample.programs_per_task
     tasks = selected_tasks(params)
-    files = [f for f in (candidates_file(paths, t) for t in tasks["task_id"]) if f.exists()]
+    files = [f for f in (paths.candidates_file(t) for t in tasks["task_id"]) if f.exists()]
     cands = (f"SELECT task_id, program_id, requested, file_row_number AS pos "
              f"FROM read_parquet({_sql_list(files)}, file_row_number = true)") if files else \
         ("SELECT NULL::VARCHAR AS task_id, NULL::VARCHAR AS program_id, NULL::INTEGER AS "
@@ -119,9 +104,6 @@ def measure_todo(params: Params, device: str) -> pl.DataFrame:
 
 def run_measure(params: Params, device: str, progress: bool = True):
     """Measure on ``device`` what ``measure_todo`` says is missing; returns CollectStats."""
-    from .device import DeviceRegistry
-    from .measure.collect import CollectStats, collect
-
     todo = measure_todo(params, device)
     left = todo.filter(pl.col("todo") > 0)
     if left.is_empty():
@@ -130,7 +112,6 @@ def run_measure(params: Params, device: str, progress: bool = True):
         return CollectStats(skipped=int(todo["measured"].sum()))
     _say(f"measure {device}: {int(left['todo'].sum())} programs to measure in {len(left)} tasks")
     tasks = selected_tasks(params).join(left.select("task_id"), on="task_id", how="semi")
-    from .scale_out import builder
 
     with builder(params) as build_on:   # None: the collector's LocalBuilder
         stats = collect(params.paths, DeviceRegistry(params.paths).get(device), tasks,
@@ -146,9 +127,6 @@ def run_featurize(params: Params, progress: bool = True,
                   task_ids: list[str] | None = None) -> int:
     """Features of every known program of ``feature_tasks``, or of ``task_ids`` of them
     (incremental)."""
-    from .features import featurize
-    from .scale_out import local_processes
-
     n = featurize(params.paths, task_ids=task_ids if task_ids is not None
                   else feature_tasks(params), progress=progress,
                   workers=local_processes(params))
@@ -159,8 +137,6 @@ def run_featurize(params: Params, progress: bool = True,
 def feature_tasks(params: Params) -> list[str]:
     """The tasks whose programs need features: the selected ones, and every task of a record
     the models learn from (``train.sources``) on a device of the params."""
-    from .dataset import measured
-
     tasks = set(selected_tasks(params)["task_id"].to_list())
     for device in dict.fromkeys([*params.devices, *params.select.devices]):
         tasks |= set(measured(params.paths, device, sources=params.train.sources)["task_id"])
@@ -186,14 +162,12 @@ def run_train_all(params: Params) -> dict[tuple[str, str], Path]:
 
 
 def _train(params: Params, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], Path]:
-    from .train import train_info_file, train_many
-
     files = train_many(params.paths, [(d, k, params.train.hyper_of(k)) for d, k in pairs],
                        seeds=params.train.seed_list, valid_fraction=params.train.valid_fraction,
                        sources=params.train.sources)
     for device, kind in pairs:
         for i in range(len(files[(device, kind)])):
-            info = json.loads(train_info_file(params.paths, device, kind, i).read_text())
+            info = json.loads(params.paths.train_info_file(device, kind, i).read_text())
             _say(f"train {device} {kind}: " + ", ".join(f"{k} {v}" for k, v in info.items()
                                                          if k not in ("device", "kind")))
     return {pair: paths[0] for pair, paths in files.items()}
@@ -203,15 +177,11 @@ def run_select(params: Params, device: str, progress: bool = True):
     """Active collection on ``device`` (one of ``select.devices``): the sampler picks
     ``select.budget`` of the device's pool (the sampled candidates of the selected tasks) and
     only the picks are measured; round 0's model is ``select.teacher``. Resumable."""
-    from .device import DeviceRegistry
-    from .measure.active import Selection, select_and_measure
-    from .models import load_model
-
     sel = params.select
     if device not in sel.devices:
         raise TclError(f"device {device!r} is not in {params.source.name}'s select.devices "
                        f"({', '.join(sel.devices) or 'none'})")
-    f = params.paths.models_dir / f"{sel.teacher}.model"
+    f = params.paths.model_file(*sel.teacher.split("/", 1))   # "<device>/<kind>", validated
     model = load_model(f) if f.exists() else None
     selection = Selection(sel.sampler, sel.budget, sel.rounds, sel.options, seed=sel.seed)
     return select_and_measure(params.paths, DeviceRegistry(params.paths).get(device),
@@ -222,13 +192,14 @@ def run_select(params: Params, device: str, progress: bool = True):
 
 
 def run_distill(params: Params, device: str | None = None, method: str | None = None) -> dict:
-    """``tcl.continual.run.distill_device`` for ``device``, or for every device of
+    """``tcl.pipeline.continual.distill_device`` for ``device``, or for every device of
     ``continual.sequence`` in order (each one whose inputs are unchanged is skipped). Writes
     ``reports/continual/<device>.json`` for each: its model (made now, or the one its unchanged
     inputs made before) and that model's metrics. That file is the DVC metrics of the device's
     stage and what the next device's stage depends on: a new teacher model reruns its
     students, an unchanged one leaves the file as it was."""
-    from .continual.run import distill_device
+    # lazy: the continual run (torch) costs ~5 s at import; the other stages need none of it
+    from .continual import distill_device
 
     reports = {}
     for d in [device] if device else list(params.continual.sequence):
@@ -237,7 +208,7 @@ def run_distill(params: Params, device: str | None = None, method: str | None = 
                       "n_records": e.n_records,
                       **{k: v for k, v in e.metrics.items()
                          if k in ("new", "forgetting", "parameters")}}
-        out = params.paths.reports_dir / "continual" / f"{d}.json"
+        out = params.paths.continual_report(d)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(reports[d], indent=2, sort_keys=True, default=str) + "\n")
         _say(f"distill {d}: report in {out}")
@@ -246,8 +217,6 @@ def run_distill(params: Params, device: str | None = None, method: str | None = 
 
 def run_evaluate(params: Params) -> tuple[pl.DataFrame, dict]:
     """Evaluate every (device, model) on the held-out networks; writes the report files."""
-    from .train import evaluate_models
-
     frame, files = evaluate_models(
         params.paths, params.devices, params.train.models, params.paths.reports_dir,
         ks=params.evaluate.top_k, task_ids=selected_tasks(params)["task_id"].to_list(),

@@ -7,7 +7,7 @@ model's data snapshot, and what is pending:
 - ``no model``: records but no registered model yet;
 - ``N newer records``: ok records of the tasks the models train on, measured after the latest
   model's newest ``measured_at``;
-- ``failed: ...``: the last add-device run measured nothing usable (``tcl.add_device``);
+- ``failed: ...``: the last add-device run measured nothing usable (``tcl.pipeline.add_device``);
 - ``up to date``, or ``no records``.
 
 Newer records of other tasks are no model's pending work; ``not_used`` counts them by why no
@@ -20,36 +20,16 @@ from __future__ import annotations
 
 import polars as pl
 
-from .config import Paths
+from ..config import Paths
+from ..registry import ModelRegistry
+from ..store.catalog import Catalog
+from ..store.devices import DeviceRegistry, failures
+from ..train import holdout_task_ids
+from ..zoo.extract import load_networks
 from .params import Params
-from .registry import ModelRegistry
-from .store.jsonfile import JsonRegistry
-from .store.locks import locked
-from .store.records import now_utc
+from .tasks import instances, training_tasks
 
 TRAIN = "train"   # task_uses' use of the tasks the models train on
-
-
-def _failures(paths: Paths) -> JsonRegistry:
-    return JsonRegistry(paths.failures_file, "failed-device state")
-
-
-def failures(paths: Paths) -> dict[str, dict]:
-    return _failures(paths).read()
-
-
-def mark_failed(paths: Paths, device: str, reason: str) -> None:
-    with locked(paths, "devices", what="the device registry"):
-        data = failures(paths)
-        data[device] = {"reason": reason, "at": now_utc().isoformat()}
-        _failures(paths).write(data)
-
-
-def clear_failed(paths: Paths, device: str) -> None:
-    with locked(paths, "devices", what="the device registry"):
-        data = failures(paths)
-        if data.pop(device, None) is not None:
-            _failures(paths).write(data)
 
 
 def task_uses(paths: Paths, params: Params | None = None) -> pl.DataFrame:
@@ -58,18 +38,14 @@ def task_uses(paths: Paths, params: Params | None = None) -> pl.DataFrame:
     (kind: long-tail families, networks or user networks; name: the family or network).
 
     Without ``params`` every task of the zoo but the held-out ones counts as ``train``."""
-    from .train import holdout_task_ids
-    from .zoo.extract import load_networks
-    from .zoo.networks import NETWORKS
+    # lazy: the networks (torch) cost ~3 s at import; `tcl status` without params needs no zoo
+    from ..zoo.networks import NETWORKS
 
     nets = load_networks(paths)
     held = holdout_task_ids(paths)
     train: set[str] | None = None
     wanted: set[str] = set()
     if params is not None:
-        from .continual.run import training_tasks
-        from .pipeline import instances
-
         keys = [i.key for i in instances(params)]
         wanted = set(nets.filter(pl.col("network_key").is_in(keys))["task_id"].to_list())
         train = set(training_tasks(params)) if wanted else set()
@@ -122,12 +98,9 @@ def device_status(paths: Paths, params: Params | None = None) -> pl.DataFrame:
     """One row per device; see the module docstring. ``params`` (the params file of this data
     root) says which tasks the models train on; without it, every task of the zoo but the
     held-out ones."""
-    from .device import DeviceRegistry
-    from .store.catalog import Catalog
-
     cat = Catalog(paths, in_memory=True)
     try:
-        # which host measured what: each host_cpu (tcl.device.host_identity) with its records
+        # which host measured what: each host_cpu (tcl.store.devices.host_identity) with its records
         recs = cat.sql("""
             WITH per_host AS (
               SELECT device, string_agg(host_cpu || ': ' || n, '; ' ORDER BY host_cpu) AS hosts

@@ -18,7 +18,7 @@ import os
 import urllib.request
 from pathlib import Path
 
-from .config import TclError
+from ..config import TclError
 from .params import Params, load_params
 
 DEVICE_ADDED = "tcl.device.added"

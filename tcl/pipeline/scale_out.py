@@ -14,7 +14,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from .config import TclError
+from ..config import TclError
+from ..measure.dask_builder import dask_builder
 from .params import Params, ScaleOutParams
 
 CHUNKS_PER_WORKER = 4   # enough pieces to balance tasks of uneven cost, few enough to be cheap
@@ -79,7 +80,6 @@ def builder(params: Params) -> Iterator:
     if not uses_dask(params):
         yield None
         return
-    from .measure.dask_builder import dask_builder
 
     with dask_client(params.scale_out) as client:
         yield dask_builder(client)

@@ -4,13 +4,13 @@ flow (on ``add_device.refresh_cron``) and their deployments. ``flows/`` holds th
 over these (``python -m flows.add_device``); tcl never imports ``flows``.
 
 Add-device: a newly registered device gets selected, measured, distilled, evaluated and
-registered, one Prefect task per step of ``tcl.add_device`` (select, measure, evaluation set,
-featurize, distill, register: each with its own state and log lines; the steps that resume from
-the store retry after an infrastructure failure), and the result is published as a Markdown
-artifact (table, step times and plot). Refresh: whatever is new gets its model; every device of
-``continual.sequence`` is re-distilled only when its records, teacher or settings changed, and
-every device added later likewise from its own teacher; with nothing new, nothing is trained
-and nothing is registered.
+registered, one Prefect task per step of ``tcl.pipeline.add_device`` (select, measure,
+evaluation set, featurize, distill, register: each with its own state and log lines; the steps
+that resume from the store retry after an infrastructure failure), and the result is published
+as a Markdown artifact (table, step times and plot). Refresh: whatever is new gets its model;
+every device of ``continual.sequence`` is re-distilled only when its records, teacher or
+settings changed, and every device added later likewise from its own teacher; with nothing new,
+nothing is trained and nothing is registered.
 """
 from __future__ import annotations
 
@@ -37,12 +37,12 @@ from prefect.exceptions import MissingContextError
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.types.entrypoint import EntrypointType
 
+from ..config import TclError
+from ..measure.interrupt import InfrastructureFailure
 from . import add_device as steps
 from .add_device import check_device
-from .config import TclError
 from .events import (DEVICE_ADDED, TRIGGER_PARAMETERS, bind_params, serve_file,
                      served_params)
-from .measure.interrupt import InfrastructureFailure
 from .refresh import refresh_all
 
 
@@ -53,8 +53,8 @@ def _infrastructure(task_, task_run, state) -> bool:
 
 
 def _step(name: str, fn, retries: bool = False):
-    """A Prefect task running ``fn`` (a step of ``tcl.add_device``). Its inputs are the run's
-    shared state (in-process objects): no caching, no result persistence."""
+    """A Prefect task running ``fn`` (a step of ``tcl.pipeline.add_device``). Its inputs are the
+    run's shared state (in-process objects): no caching, no result persistence."""
     return task(fn, name=name, cache_policy=NONE, persist_result=False,
                 retry_condition_fn=_infrastructure if retries else None)
 
@@ -72,7 +72,7 @@ def add_device(device: str = "", params_file: str = "params.yaml",
                event_params_file: str = "", started: float = 0.0) -> dict:
     """Select, measure, distill, evaluate and register ``device``'s model. Served, it uses only
     the params file ``tcl serve`` bound; ``event_params_file`` (what a ``tcl.device.added``
-    event named) is only compared with it (``tcl.events.served_params``). ``started``: when
+    event named) is only compared with it (``tcl.pipeline.events.served_params``). ``started``: when
     the command started (epoch seconds; 0: the flow's start), for the table of step times."""
     try:
         params = served_params(params_file, event_params_file)
@@ -89,7 +89,7 @@ def add_device(device: str = "", params_file: str = "params.yaml",
     featurize_task(run)
     distill_task(run)
     result = register_task(run)
-    plot = params.paths.reports_dir / "add-device" / f"{device}.png"
+    plot = params.paths.add_device_plot(device)
     text = result.markdown() + _embedded(_plot(result, plot))
     create_markdown_artifact(key=f"add-device-{_key(device)}", markdown=text,
                              description=f"Device {device} added")
@@ -145,7 +145,7 @@ def _embedded(path) -> str:
 
 @flow(name="refresh", log_prints=True)
 def refresh(params_file: str = "params.yaml") -> dict:
-    """Give whatever is new its model (``tcl.refresh.refresh_all``)."""
+    """Give whatever is new its model (``tcl.pipeline.refresh.refresh_all``)."""
     try:   # served: only the params file `tcl serve` bound
         params = served_params(params_file)
     except TclError as e:
@@ -154,13 +154,13 @@ def refresh(params_file: str = "params.yaml") -> dict:
 
 
 def deployments(params_file: str) -> list:
-    """The two deployments, bound to ``params_file`` (``tcl.events.bind_params``): an event
+    """The two deployments, bound to ``params_file`` (``tcl.pipeline.events.bind_params``): an event
     sets only the device (``TRIGGER_PARAMETERS``), and the runs refuse any other params file."""
     params = bind_params(params_file)
     bound = {"params_file": str(params.source.resolve())}
     trigger = DeploymentEventTrigger(expect={DEVICE_ADDED}, parameters=dict(TRIGGER_PARAMETERS))
-    # By module path: a run imports tcl.deployments as such. By file path Prefect would load
-    # this file as a package of its own ("deployments"), so every tcl module it imports
+    # By module path: a run imports tcl.pipeline.deployments as such. By file path Prefect would
+    # load this file as a package of its own ("deployments"), so every tcl module it imports
     # relatively would load a second time beside tcl's (two Pool classes, two registries...).
     module = EntrypointType.MODULE_PATH
     return [add_device.to_deployment(name="add-device", triggers=[trigger], parameters=bound,
@@ -172,7 +172,7 @@ def deployments(params_file: str) -> list:
 def serve(params_file: str = "params.yaml") -> None:
     """Serve until interrupted. With no PREFECT_API_URL (the embedded default) an ephemeral API
     would run no scheduler and hear no other process's events, so a Prefect server is started
-    on loopback for as long as this serves, and ``tcl.events.local_server`` tells the other
+    on loopback for as long as this serves, and ``tcl.pipeline.events.local_server`` tells the other
     tcl commands of this PREFECT_HOME where it is."""
     deps = deployments(params_file)     # params validated before anything starts
     if PREFECT_API_URL.value():

@@ -13,7 +13,7 @@ Prefect tasks:
    held-out task, the new device's evaluation set;
 4. ``featurize_step``: the evaluation set's features;
 5. ``distill_step``: distills the teacher into a model that also serves the new device
-   (``tcl.continual.run``);
+   (``tcl.pipeline.continual``);
 6. ``register_step``: evaluates it (the new device; forgetting on the earlier ones) and
    registers it.
 
@@ -32,19 +32,20 @@ from typing import Callable
 
 import polars as pl
 
-from . import pipeline
-from .config import TclError
-from .continual.run import (DistillJob, DistillResult, fit_distill, prepare_distill,
-                            register_distill)
-from .device import Device, DeviceRegistry
-from .measure.active import ActiveRun, Selection, plan_active, sample_pool
-from .measure.collect import CollectStats, collect, plan as collect_plan, probe_rate, \
+from ..config import TclError
+from ..measure.active import ActiveRun, Selection, plan_active, sample_pool
+from ..measure.collect import CollectStats, collect, plan as collect_plan, probe_rate, \
     records_rate
+from ..registry import Entry, ModelRegistry
+from ..store.catalog import records
+from ..store.devices import Device, DeviceRegistry, clear_failed, mark_failed
+from ..store.records import RecordStore, safe_component
+from .continual import (DistillJob, DistillResult, fit_distill, prepare_distill,
+                        register_distill)
 from .params import Params
-from .registry import Entry, ModelRegistry
-from .status import clear_failed, mark_failed
-from .store.catalog import records
-from .store.records import RecordStore, safe_component
+from .stages import run_featurize
+
+from .tasks import selected_tasks
 
 # The steps of the table that ends a run, in order (``AddDeviceRun.secs``).
 STEPS = ("selection", "measurement", "evaluation set", "featurizing", "distillation",
@@ -174,7 +175,7 @@ def start_run(params: Params, device: str, say: Callable[[str], None] = print,
     model = ModelRegistry(params.paths).load(teacher)
     say(f"add-device {device}: teacher model {teacher.id} ({teacher.device}, "
         f"{teacher.method})")
-    return AddDeviceRun(params, dev, teacher, model, pipeline.selected_tasks(params), say,
+    return AddDeviceRun(params, dev, teacher, model, selected_tasks(params), say,
                         progress, time.time() if started is None else started)
 
 
@@ -237,7 +238,7 @@ def featurize_step(run: AddDeviceRun) -> int:
     """Features of the programs measured so far (the evaluation set's); then a device whose
     every measurement failed is marked failed and the run stops."""
     p, device = run.params, run.device.name
-    n = run.timed("featurizing", pipeline.run_featurize, p, progress=run.progress,
+    n = run.timed("featurizing", run_featurize, p, progress=run.progress,
                   task_ids=run.tasks["task_id"].to_list())
     if _ok_records(p, device) == 0:
         errors = run.evaluation.errors + (run.active.stats.collect.errors if run.active else 0)
@@ -339,7 +340,7 @@ def plan_add_device(params: Params, device: Device, probe_s: float = PROBE_S,
     with records (``similar_device``), or else from a probe that measures for ``probe_s``
     seconds (stored nowhere). Writes nothing but caches."""
     teacher = latest_teacher(params, device.name)
-    tasks = pipeline.selected_tasks(params)
+    tasks = selected_tasks(params)
     train, held = tasks.filter(~pl.col("holdout")), tasks.filter(pl.col("holdout"))
     active = plan_active(params.paths, device, train, params.sample.programs_per_task,
                          _selection(params))

@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from .config import Paths, TclError
+from ..config import Paths, TclError
+from .events import serving
 
 if TYPE_CHECKING:   # Prefect is imported only after prefect_defaults()
     from prefect.states import State
@@ -47,8 +48,6 @@ def refuse(error: Exception) -> State:
     no traceback); anywhere else the error is raised for the caller to print."""
     from prefect import get_run_logger
     from prefect.states import Failed
-
-    from .events import serving
 
     if not serving():
         raise error

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..registry import ModelRegistry
 from .params import Params
-from .registry import ModelRegistry
 
 
 def refresh_all(params: Params, say: Callable[[str], None] = print) -> dict:
-    from .continual.run import distill_device
+    # lazy: the continual run (torch) costs ~5 s at import
+    from .continual import distill_device
 
     out: dict = {}
     for device in params.continual.sequence:

@@ -1,0 +1,16 @@
+"""The pipeline: the only library code that reads ``Params`` (``params.py``). The CLI and the
+Prefect flows in ``flows/`` are thin faces over it.
+
+- ``tasks``: the selected network instances and their tasks;
+- ``stages``: the stages ``zoo`` ... ``evaluate`` (``tcl stage NAME``, the DVC stages, the flows);
+- ``continual``: the continual run (``distill_device``: teacher, subset, fit, evaluate, register);
+- ``add_device``: the add-device run as steps; ``refresh``: the scheduled re-distillation;
+- ``status``: ``tcl status``; ``scale_out``: the Prefect task runner and the Dask builder;
+- ``events``, ``prefect_setup``, ``deployments``: Prefect's events, defaults, flows and serving.
+
+Nothing is re-exported here, so importing ``tcl.pipeline.params`` loads no stage; ``STAGES``
+is here for the same reason (the CLI's parser names them).
+"""
+
+# The stages, in order (``tcl stage NAME``; each a ``run_*`` function of ``stages``).
+STAGES = ("zoo", "sample", "measure", "featurize", "train", "select", "distill", "evaluate")

@@ -1,0 +1,152 @@
+"""The library's layers read top to bottom (docs/architecture.md, "Layers"), checked on the
+import graph of ``tcl`` as the source states it: every ``import`` and ``from`` of a tcl module,
+at module top or inside a function, relative imports resolved. Built with ``ast``: nothing of
+tcl is imported, so this takes well under a second."""
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "tcl"
+
+# Bottom to top; a room is a top-level module of tcl or a subpackage as a whole. A room imports
+# only rooms of its own layer or of layers below it, and rooms import each other in no circle.
+BASE = {"tcl.config", "tcl.budget", "tcl.classes", "tcl.metrics", "tcl.tvm_compat"}
+STORE = {"tcl.store"}
+PIPELINE = {"tcl.pipeline"}
+FACES = {"tcl.cli", "tcl.cli_pipeline"}   # the CLI (tcl/cli.py and tcl/cli_pipeline.py, or tcl/cli/)
+# Everything else is a concept (zoo, sampling, features, models, samplers, measure, continual,
+# train, evaluate, tune ...), between the store and the pipeline.
+
+# Imports that run up a layer, each with its reason. None today.
+ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
+
+# The CLI's two modules still import each other (cli_pipeline takes cli._paths, cli takes
+# cli_pipeline's commands); they are left out of the circle checks until the CLI is one package.
+CIRCLE_EXEMPT = {"tcl.cli", "tcl.cli_pipeline"}
+
+
+def _name_of(path: Path) -> tuple[str, bool]:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        return ".".join(parts[:-1]), True
+    return ".".join(parts), False
+
+
+@lru_cache(maxsize=1)
+def _graph() -> dict[str, set[str]]:
+    """Module -> the tcl modules (and ``flows`` modules) it imports."""
+    files = {_name_of(f): f for f in sorted(PACKAGE.rglob("*.py"))}
+    modules = {name for name, _ in files}
+
+    def known(name: str) -> str:   # the module itself, or the package that defines the name
+        while name not in modules and "." in name:
+            name = name.rsplit(".", 1)[0]
+        return name
+
+    graph: dict[str, set[str]] = {}
+    for (module, is_package), path in files.items():
+        out = graph.setdefault(module, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = module.split(".")[:len(module.split(".")) - node.level
+                                             + (1 if is_package else 0)]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                # ``from pkg import sub`` imports the submodule ``pkg.sub``
+                names = [f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source
+                         for a in node.names]
+            else:
+                continue
+            for name in names:
+                if name.split(".")[0] == "flows":
+                    out.add(name)
+                elif name.split(".")[0] == "tcl" and known(name) != module:
+                    out.add(known(name))
+    return graph
+
+
+def _room(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def _layer(room: str) -> int:
+    for rank, layer in enumerate((BASE, STORE, None, PIPELINE, FACES)):
+        if layer is not None and room in layer:
+            return rank
+    return 2 if room != "tcl" else 0
+
+
+def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _tcl_edges(exempt: set[str]) -> dict[str, set[str]]:
+    return {m: {t for t in ts if t.startswith("tcl") and _room(t) not in exempt}
+            for m, ts in _graph().items() if _room(m) not in exempt}
+
+
+def test_the_graph_sees_the_library():
+    graph = _graph()
+    assert {"tcl.config", "tcl.store.catalog", "tcl.pipeline.params", "tcl.pipeline.stages"} \
+        <= set(graph)
+    assert "tcl.store.records" in graph["tcl.store.catalog"]
+    assert "tcl.pipeline.params" in graph["tcl.pipeline.stages"]   # a relative import resolved
+
+
+def test_no_import_circles_between_modules_or_rooms():
+    modules = _tcl_edges(CIRCLE_EXEMPT)
+    assert _circles(modules) == []
+    rooms: dict[str, set[str]] = {}
+    for m, ts in modules.items():
+        rooms.setdefault(_room(m), set()).update(_room(t) for t in ts if _room(t) != _room(m))
+    assert _circles(rooms) == []
+
+
+def test_imports_point_down_the_layers():
+    upward = {(m, t) for m, ts in _tcl_edges(set()).items() for t in ts
+              if _layer(_room(t)) > _layer(_room(m))}
+    assert upward == set(ALLOWED_UPWARD), "an import runs up a layer: move the shared thing down"
+
+
+def test_only_the_pipeline_and_the_cli_read_the_params():
+    readers = {m for m, ts in _graph().items() if "tcl.pipeline.params" in ts}
+    assert readers and all(_room(m) in PIPELINE | FACES for m in readers), sorted(readers)
+
+
+def test_the_library_never_imports_flows():
+    assert {m: sorted(t for t in ts if t.startswith("flows")) for m, ts in _graph().items()
+            if any(t.startswith("flows") for t in ts)} == {}
