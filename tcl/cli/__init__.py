@@ -9,9 +9,9 @@ import sys
 import threading
 from pathlib import Path
 
-from .budget import budget_from_text
-from .cli_pipeline import register as register_pipeline_commands
-from .config import Paths, TclError
+from ..budget import budget_from_text
+from .pipeline import register as register_pipeline_commands
+from ..config import Paths, TclError
 
 
 def _paths(args) -> Paths:
@@ -88,9 +88,9 @@ def _zoo_tasks(paths: Paths, networks: list[str] | None, split: str = "all",
     out."""
     import polars as pl
 
-    from .zoo.extract import build_zoo, load_networks, select_tasks
-    from .zoo.networks import zoo_instances
-    from .zoo.user import user_networks
+    from ..zoo.extract import build_zoo, load_networks, select_tasks
+    from ..zoo.networks import zoo_instances
+    from ..zoo.user import user_networks
 
     instances = zoo_instances(networks, small=small, user=user_networks(paths))
     if extract:
@@ -110,7 +110,7 @@ def _zoo_tasks(paths: Paths, networks: list[str] | None, split: str = "all",
 
 
 def cmd_device(args) -> int:
-    from .device import DeviceRegistry, MeasureSettings, check_runnable
+    from ..device import DeviceRegistry, MeasureSettings, check_runnable
 
     reg = DeviceRegistry(_paths(args))
     if args.action == "add":
@@ -148,8 +148,8 @@ def _tracker_check(args):
     file's measure.retries / measure.retry_delay_s): nothing is half-registered."""
     if args.tracker is None:
         return None
-    from .measure.runner import wait_for_tracker
-    from .params import load_params
+    from ..measure.runner import wait_for_tracker
+    from ..params import load_params
 
     m = load_params(args.params, check_models=False).measure if Path(args.params).exists() \
         else None
@@ -169,10 +169,10 @@ def _add_device_params(args):
     (validated), its data root (the one --data names, if given) and, where a Prefect server is
     to run it, the params file that server's add-device deployment is bound to (a served run
     with another one would be refused after the event was emitted)."""
-    from . import prefect_setup  # noqa: F401  (Prefect's defaults, before Prefect loads)
+    from .. import prefect_setup  # noqa: F401  (Prefect's defaults, before Prefect loads)
 
-    from .events import check_served_params, server_configured
-    from .params import load_params
+    from ..events import check_served_params, server_configured
+    from ..params import load_params
 
     params = load_params(args.params)   # validated before anything runs
     if args.data and Path(args.data).resolve() != params.paths.root:
@@ -188,16 +188,16 @@ def _trigger_add_device(args, params) -> int:
     print the table of its steps' times."""
     import psutil
 
-    from .add_device import step_table
-    from .events import emit_device_added, server_configured
+    from ..add_device import step_table
+    from ..events import emit_device_added, server_configured
 
     if server_configured():
         emit_device_added(args.name, args.params)
         print(f"emitted {args.name!r} as tcl.device.added: the add-device deployment that "
               "`tcl serve` serves runs it (watch it in the Prefect UI)")
         return 0
-    from .deployments import add_device
-    from .prefect_setup import run_flow
+    from ..deployments import add_device
+    from ..prefect_setup import run_flow
 
     emit_device_added(args.name, args.params)   # recorded by the ephemeral API, if any
     out = run_flow(add_device, device=args.name, params_file=args.params,
@@ -211,9 +211,9 @@ def _trigger_add_device(args, params) -> int:
 def _dry_run_add_device(args, measure) -> int:
     """``tcl device add --dry-run``: the plan of the add-device run (pool, budget, evaluation
     set, estimated time); nothing registered, sampled, measured or written but caches."""
-    from .add_device import plan_add_device
-    from .device import DeviceRegistry
-    from .params import load_params
+    from ..add_device import plan_add_device
+    from ..device import DeviceRegistry
+    from ..params import load_params
 
     params = load_params(args.params)
     if args.data and Path(args.data).resolve() != params.paths.root:
@@ -227,8 +227,8 @@ def _dry_run_add_device(args, measure) -> int:
 
 
 def cmd_status(args) -> int:
-    from .params import load_params
-    from .status import device_status
+    from ..params import load_params
+    from ..status import device_status
 
     paths = _paths(args)
     # The params file says which tasks the models train on; it speaks for its own data root.
@@ -251,8 +251,8 @@ def cmd_status(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from .cli_pipeline import _no_data
-    from .deployments import serve
+    from .pipeline import _no_data
+    from ..deployments import serve
 
     _no_data(args)
     serve(args.params)
@@ -261,7 +261,7 @@ def cmd_serve(args) -> int:
 
 def cmd_zoo(args) -> int:
     if args.zoo_command == "add":
-        from .zoo.user import UserNetworks
+        from ..zoo.user import UserNetworks
 
         users = UserNetworks(_paths(args), _factory_timeout(args))
         inst, new = users.add(args.name, args.model, args.input, args.holdout)
@@ -282,7 +282,7 @@ def cmd_zoo(args) -> int:
 def _factory_timeout(args) -> float:
     """``zoo add``: --timeout, else the params file's zoo.factory_timeout_s where the file
     exists, else the default."""
-    from .params import DEFAULT_FACTORY_TIMEOUT_S, load_params
+    from ..params import DEFAULT_FACTORY_TIMEOUT_S, load_params
 
     if args.timeout is not None:
         return args.timeout
@@ -296,9 +296,9 @@ def _zoo_listing(paths: Paths):
     when extracted."""
     import polars as pl
 
-    from .zoo.extract import load_networks
-    from .zoo.networks import NETWORKS, zoo_instances
-    from .zoo.user import user_networks
+    from ..zoo.extract import load_networks
+    from ..zoo.networks import NETWORKS, zoo_instances
+    from ..zoo.user import user_networks
 
     users = user_networks(paths)
     tasks = dict(load_networks(paths).group_by("network_key").len().iter_rows())
@@ -313,8 +313,8 @@ def _zoo_listing(paths: Paths):
 
 
 def cmd_collect(args) -> int:
-    from .device import DeviceRegistry, check_runnable
-    from .measure.collect import collect, plan
+    from ..device import DeviceRegistry, check_runnable
+    from ..measure.collect import collect, plan
 
     paths = _paths(args)
     device = DeviceRegistry(paths).get(args.device)
@@ -354,7 +354,7 @@ def cmd_collect(args) -> int:
 
 
 def _active_collect(args, paths: Paths, device, tasks) -> int:
-    from .measure.active import Selection, plan_active, select_and_measure, teacher_model
+    from ..measure.active import Selection, plan_active, select_and_measure, teacher_model
 
     options = {} if args.per_task is None else {"per_task": args.per_task == "yes"}
     selection = Selection(args.select, args.budget, args.rounds, options, seed=args.seed,
@@ -364,7 +364,7 @@ def _active_collect(args, paths: Paths, device, tasks) -> int:
         return 0
     model, name = (None, "none")
     if args.model:
-        from .models import load_model
+        from ..models import load_model
 
         model, name = load_model(args.model), args.model
     elif args.select != "random":
@@ -386,7 +386,7 @@ def budget_arg(text: str) -> int | float:
 
 
 def cmd_featurize(args) -> int:
-    from .features import featurize
+    from ..features import featurize
 
     # progress bars on a terminal only, as for tune: a log or a pipe gets the result line
     print(f"featurized {featurize(_paths(args), progress=sys.stderr.isatty())} new programs")
@@ -394,7 +394,7 @@ def cmd_featurize(args) -> int:
 
 
 def cmd_query(args) -> int:
-    from .store.catalog import query
+    from ..store.catalog import query
 
     frame = query(_paths(args), args.sql)
     if args.format == "csv":
@@ -407,8 +407,8 @@ def cmd_query(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from .device import DeviceRegistry
-    from .store.msjson import import_database
+    from ..device import DeviceRegistry
+    from ..store.msjson import import_database
 
     paths = _paths(args)
     device = DeviceRegistry(paths).get(args.device)
@@ -425,8 +425,8 @@ def cmd_import(args) -> int:
 
 
 def cmd_predict(args) -> int:
-    from .device import DeviceRegistry
-    from .predict import predict_database
+    from ..device import DeviceRegistry
+    from ..predict import predict_database
 
     paths = _paths(args)
     DeviceRegistry(paths).get(args.device)   # an unknown device: a clear error
@@ -447,8 +447,8 @@ def cmd_predict(args) -> int:
 
 
 def cmd_score(args) -> int:
-    from .device import DeviceRegistry
-    from .score import score_records
+    from ..device import DeviceRegistry
+    from ..score import score_records
 
     paths = _paths(args)
     DeviceRegistry(paths).get(args.device)
@@ -476,7 +476,7 @@ def cmd_score(args) -> int:
 
 
 def cmd_tune(args) -> int:
-    from .tune import plan_tuning, report_lines, tune_network
+    from ..tune import plan_tuning, report_lines, tune_network
 
     if args.dry_run:   # the zoo's tables and earlier runs only: no TVM, no model, no writes
         print(plan_tuning(_paths(args), args.network, args.device, args.model,
@@ -503,8 +503,8 @@ def cmd_tune(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from .device import DeviceRegistry
-    from .store.msjson import export_database
+    from ..device import DeviceRegistry
+    from ..store.msjson import export_database
 
     paths = _paths(args)
     done = export_database(paths, DeviceRegistry(paths).get(args.device), args.dir, args.tasks)
@@ -516,8 +516,8 @@ def cmd_export(args) -> int:
 def cmd_retire(args) -> int:
     from datetime import datetime
 
-    from .device import DeviceRegistry
-    from .store.records import RecordStore
+    from ..device import DeviceRegistry
+    from ..store.records import RecordStore
 
     def when(option: str, text: str | None):
         if text is None:
@@ -544,8 +544,8 @@ def cmd_retire(args) -> int:
 
 
 def cmd_datacard(args) -> int:
-    from . import datacard
-    from .device import DeviceRegistry
+    from .. import datacard
+    from ..device import DeviceRegistry
 
     paths = _paths(args)
     out = out_path(args.out, "directory") if args.out else paths.reports_dir / "datacard"
@@ -571,8 +571,8 @@ def any_device_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .params import DEFAULT_FACTORY_TIMEOUT_S, FACTORY_TIMEOUT_RANGE
-    from .sampling import MAX_PROGRAMS_PER_TASK
+    from ..params import DEFAULT_FACTORY_TIMEOUT_S, FACTORY_TIMEOUT_RANGE
+    from ..sampling import MAX_PROGRAMS_PER_TASK
 
     p = Parser(prog="tcl", description=__doc__)
     p.add_argument("--data", help="data root (default: $TCL_DATA or ./data)")
@@ -704,7 +704,7 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--out", help="also write tasks.csv, classes.csv, networks.csv here")
     sc.set_defaults(func=cmd_score)
 
-    from .tune import MODELS_HELP, UPDATE_MODES
+    from ..tune import MODELS_HELP, UPDATE_MODES
 
     tu = sub.add_parser("tune", help="tune a network with MetaSchedule driven by a cost model, "
                                      "compile it, check it against PyTorch and time it")
@@ -809,7 +809,7 @@ def _interrupted() -> int:
 
 
 def _run(args, seen: list[int]) -> int:
-    from .measure.interrupt import Interrupted
+    from ..measure.interrupt import Interrupted
 
     try:
         code = args.func(args) or 0

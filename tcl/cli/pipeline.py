@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import argparse
 
-from .config import TclError
-from .params import DEFAULT_FILE, load_params
-from .pipeline import STAGES
+from ..config import TclError
+from ..params import DEFAULT_FILE, load_params
+from ..pipeline import STAGES
 
 
 def cmd_stage(args) -> int:
-    from . import pipeline
+    from .. import pipeline
 
     _no_data(args)
     needs = {"measure": ["device"], "select": ["device"],
@@ -29,7 +29,7 @@ def cmd_stage(args) -> int:
         raise TclError(f"stage {args.name} takes no --dry-run")
     params = load_params(args.params)
     if args.device is not None:   # unknown anywhere: an error listing the known devices
-        from .device import DeviceRegistry
+        from ..device import DeviceRegistry
 
         DeviceRegistry(params.paths).get(args.device)
     if args.name == "measure" and args.dry_run:
@@ -66,9 +66,9 @@ def _no_data(args) -> None:
 def cmd_models(args) -> int:
     import sys
 
-    from .cli import _paths
-    from .device import DeviceRegistry
-    from .registry import ModelRegistry
+    from . import _paths
+    from ..device import DeviceRegistry
+    from ..registry import ModelRegistry
 
     # --data names the data root; without it, the params file's
     paths = _paths(args) if args.data else load_params(args.params, check_models=False).paths
@@ -101,7 +101,7 @@ def cmd_models(args) -> int:
 
 def cmd_models_convert(args) -> int:
     """Rewrite model files the safe reader refuses; the user vouches for them by naming them."""
-    from .models.checkpoint import convert_file
+    from ..models.checkpoint import convert_file
 
     for f in args.files:
         print(convert_file(f))
@@ -142,7 +142,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=cmd_stage, name="evaluate", device=None, model=None, dry_run=False,
                    quiet=False)
 
-    from .continual import DISTILLERS
+    from ..continual import DISTILLERS
 
     d = sub.add_parser("distill", help="make a device's model from the previous device's "
                                        "(continual.first, continual.then; = tcl stage distill)")
