@@ -73,12 +73,11 @@ def _add_device_params(args):
     (validated), its data root (the one --data names, if given) and, where a Prefect server is
     to run it, the params file that server's add-device deployment is bound to (a served run
     with another one would be refused after the event was emitted)."""
-    # here, not at the top: importing it sets Prefect's defaults (and makes PREFECT_HOME under
-    # the data root), which only `device add` needs, before server_configured loads Prefect
+    # not at the top: importing prefect_setup sets Prefect's defaults (and makes PREFECT_HOME
+    # under the data root), which only `device add` needs, before server_configured loads Prefect
     from ..prefect_setup import prefect_defaults
 
-    prefect_defaults()   # done by the import; said here so the import reads as used
-
+    prefect_defaults()   # idempotent: the import has set them already
     params = load_params(args.params)   # validated before anything runs
     if args.data and Path(args.data).resolve() != params.paths.root:
         raise TclError(f"--data {args.data} is not {args.params}'s data root "
