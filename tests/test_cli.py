@@ -140,7 +140,7 @@ def test_ctrl_c_inside_a_tvm_callback_exits_130(monkeypatch, capsys):
         tvm_ffi.convert(lambda: signal.raise_signal(signal.SIGINT))()
         return 0
 
-    monkeypatch.setattr(tcl.cli, "cmd_status", interrupted_in_callback)
+    monkeypatch.setattr(tcl.cli.status, "cmd_status", interrupted_in_callback)
     old = signal.signal(signal.SIGINT, signal.default_int_handler)   # as in a terminal
     try:
         code = main(["status"])

@@ -271,6 +271,7 @@ def test_predict_score_and_tune_refuse_another_devices_model_unless_any_device(
     """The CLI end to end for predict and score; tune through cost_model_for, the call
     tune_network makes (a real `tcl tune` first spends ~20 s importing MetaSchedule), and its
     CLI passes --any-device on to it."""
+    import tcl.cli.tune
     import tcl.tune
     from tcl.predict import resolve_model
 
@@ -303,7 +304,8 @@ def test_predict_score_and_tune_refuse_another_devices_model_unless_any_device(
     model, what = resolve_model(paths, DEVICE, str(f), any_device=True)   # what tune gets
     assert what == str(f) and model.kind == "tenset-mlp"
     seen = {}
-    monkeypatch.setattr(tcl.tune, "tune_network", lambda *a, **kw: seen.update(kw) or 1 / 0)
+    # the name `tcl tune` calls: tcl.cli.tune imports it at its top
+    monkeypatch.setattr(tcl.cli.tune, "tune_network", lambda *a, **kw: seen.update(kw) or 1 / 0)
     run(capsys, "--data", str(paths.root), "tune", "--network", "n", "--device", DEVICE,
         "--model", str(f), "--any-device")
     assert seen["any_device"] is True

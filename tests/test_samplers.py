@@ -92,7 +92,7 @@ def test_one_budget_rule_for_params_cli_and_samplers(bad, tmp_path):
     import argparse
 
     from tcl.budget import EXPECTED
-    from tcl.cli import budget_arg
+    from tcl.cli.common import budget_arg
     from tcl.pipeline.params import _Reader
 
     with pytest.raises(TclError, match=re.escape(EXPECTED)):

@@ -1,4 +1,5 @@
-"""The pipeline's subcommands: ``tcl stage NAME`` (what each DVC stage runs) and ``tcl params``.
+"""The pipeline's subcommands: ``tcl stage NAME`` (what each DVC stage runs), its shorthands
+``train``, ``evaluate`` and ``distill``, and ``tcl params``.
 
 Every knob comes from the params file (``--params``, default ``params.yaml``), validated as a
 whole before the stage does anything; the work is one call into ``tcl.pipeline``.
@@ -7,14 +8,16 @@ from __future__ import annotations
 
 import argparse
 
-from .config import TclError
-from .pipeline.params import DEFAULT_FILE, load_params
-from .pipeline import STAGES
+from ..config import TclError
+from ..continual import DISTILLERS
+from ..pipeline import STAGES
+from ..pipeline import stages as pipeline
+from ..pipeline.params import DEFAULT_FILE, load_params
+from ..store.devices import DeviceRegistry
+from .common import _no_data
 
 
 def cmd_stage(args) -> int:
-    from .pipeline import stages as pipeline
-
     _no_data(args)
     needs = {"measure": ["device"], "select": ["device"],
              "train": ["device", "model"]}.get(args.name, [])
@@ -29,8 +32,6 @@ def cmd_stage(args) -> int:
         raise TclError(f"stage {args.name} takes no --dry-run")
     params = load_params(args.params)
     if args.device is not None:   # unknown anywhere: an error listing the known devices
-        from .store.devices import DeviceRegistry
-
         DeviceRegistry(params.paths).get(args.device)
     if args.name == "measure" and args.dry_run:
         todo = pipeline.measure_todo(params, args.device)
@@ -52,59 +53,6 @@ def cmd_stage(args) -> int:
         getattr(pipeline, f"run_{args.name}")(params, progress=not args.quiet)
     else:
         getattr(pipeline, f"run_{args.name}")(params)
-    return 0
-
-
-def _no_data(args) -> None:
-    """The pipeline's commands take the data root from the params file: --data is refused
-    rather than ignored."""
-    if args.data:
-        raise TclError(f"`tcl {args.command}` takes its data root from the params file's "
-                       f"`data` key ({args.params}), not --data")
-
-
-def cmd_models(args) -> int:
-    import sys
-
-    from .cli import _paths
-    from .store.devices import DeviceRegistry
-    from .registry import ModelRegistry
-
-    # --data names the data root; without it, the params file's
-    paths = _paths(args) if args.data else load_params(args.params, check_models=False).paths
-    if args.device is not None:
-        DeviceRegistry(paths).get(args.device)
-    frame = ModelRegistry(paths).frame(args.device)
-    if frame.is_empty():
-        print("no registered model" + (f" of device {args.device}" if args.device else "")
-              + " (make one with `tcl distill --device D`)")
-        return 0
-    if args.format == "json":
-        sys.stdout.write(frame.write_ndjson())
-        return 0
-    import polars as pl
-
-    show = frame.select("id", "device", pl.col("devices").list.join(",").alias("serves"),
-                        "parent", "method", "backbone", "n_records", "newest_measured_at",
-                        "params_shared", "params_per_device",
-                        pl.col("metrics").str.json_path_match("$.new.top1").cast(pl.Float64)
-                        .round(3).alias("top1"),
-                        pl.col("metrics").str.json_path_match("$.new.pairwise").cast(pl.Float64)
-                        .round(3).alias("pairwise"), "created_at")
-    if args.format == "csv":
-        sys.stdout.write(show.write_csv())
-    else:
-        with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=40):
-            print(show)
-    return 0
-
-
-def cmd_models_convert(args) -> int:
-    """Rewrite model files the safe reader refuses; the user vouches for them by naming them."""
-    from .models import convert_file
-
-    for f in args.files:
-        print(convert_file(f))
     return 0
 
 
@@ -142,8 +90,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=cmd_stage, name="evaluate", device=None, model=None, dry_run=False,
                    quiet=False)
 
-    from .continual import DISTILLERS
-
     d = sub.add_parser("distill", help="make a device's model from the previous device's "
                                        "(continual.first, continual.then; = tcl stage distill)")
     d.add_argument("--device", required=True)
@@ -152,19 +98,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "from scratch on its full data)")
     d.add_argument("--params", default=DEFAULT_FILE)
     d.set_defaults(func=cmd_stage, name="distill", model=None, dry_run=False, quiet=False)
-    m = sub.add_parser("models", help="the model registry")
-    msub = m.add_subparsers(dest="models_cmd", required=True)
-    ml = msub.add_parser("list", help="every registered model version, oldest first")
-    ml.add_argument("--device", help="only versions made for this device")
-    ml.add_argument("--format", choices=["table", "csv", "json"], default="table")
-    ml.add_argument("--params", default=DEFAULT_FILE,
-                    help="its data root is read without --data (default: params.yaml)")
-    ml.set_defaults(func=cmd_models)
-    mc = msub.add_parser("convert", help="rewrite model files of an older tcl that need the full "
-                                         "unpickler, so they load as data only; this TRUSTS the "
-                                         "files named (the old format can run code)")
-    mc.add_argument("files", nargs="+", metavar="FILE")
-    mc.set_defaults(func=cmd_models_convert)
 
     p = sub.add_parser("params", help="validate a params file and summarize it")
     p.add_argument("--params", default=DEFAULT_FILE, help="params file (default: params.yaml)")

@@ -1,0 +1,239 @@
+"""The data commands: collect (measure programs on a device, or what a sampler selects),
+featurize, query, import and export MetaSchedule databases, retire records, the datacard."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime
+
+import polars as pl
+
+from ..config import Paths, TclError
+from ..store.devices import DeviceRegistry, check_runnable
+from ..features import featurize
+from ..measure.active import Selection, plan_active, select_and_measure, teacher_model
+from ..measure.collect import collect, plan
+from ..models import load_model
+from ..sampling import MAX_PROGRAMS_PER_TASK
+from ..store.records import RecordStore
+from .common import (_paths, _print_frame, _zoo_tasks, budget_arg, float_in, int_in,
+                     network_selection, out_path)
+
+
+def cmd_collect(args) -> int:
+    paths = _paths(args)
+    device = DeviceRegistry(paths).get(args.device)
+    check_runnable(device)
+    tasks = _zoo_tasks(paths, args.networks, args.split, args.max_tasks, args.small,
+                       extract=not args.dry_run)
+    if args.deploy:
+        if not args.select:
+            raise TclError("--deploy adds networks to a sampler's pool: use it with --select")
+        # Target-aware selection: the networks the device will run join the pool, so the
+        # sampler can spend budget on their tasks too.
+        extra = _zoo_tasks(paths, args.deploy, "all", None, args.small,
+                           extract=not args.dry_run)
+        tasks = pl.concat([tasks, extra.join(tasks, on="task_id", how="anti")])
+        args.first_tasks = tuple(extra["task_id"].to_list()) if args.deploy_first else ()
+    elif args.deploy_first:
+        raise TclError("--deploy-first needs --deploy NETWORK...: the networks whose tasks "
+                       "come first")
+    if args.deploy_first and args.per_task == "no":
+        raise TclError("--deploy-first splits the budget per task: drop --per-task no")
+    if args.select:
+        return _active_collect(args, paths, device, tasks)
+    if args.dry_run:
+        print(plan(paths, device, tasks, args.programs_per_task).describe())
+        return 0
+    stats = collect(paths, device, tasks, args.programs_per_task, seed=args.seed,
+                    batch_size=args.batch_size)
+    print(f"measured {stats.measured} programs ({stats.errors} errors: {stats.per_status}), "
+          f"{stats.skipped} already stored; wall {stats.wall_secs:.0f}s = build "
+          f"{stats.build_secs:.0f}s + run {stats.run_secs:.0f}s + other {stats.other_secs:.0f}s")
+    if stats.dropped:
+        print(f"{stats.dropped} programs failed for reasons outside them (runner or RPC) and "
+              "were not stored; the next run measures them")
+    return 0
+
+
+def _active_collect(args, paths: Paths, device, tasks) -> int:
+    options = {} if args.per_task is None else {"per_task": args.per_task == "yes"}
+    selection = Selection(args.select, args.budget, args.rounds, options, seed=args.seed,
+                          first_tasks=getattr(args, "first_tasks", ()))
+    if args.dry_run:  # counts only: no model is loaded, nothing sampled or featurized
+        print(plan_active(paths, device, tasks, args.programs_per_task, selection).describe())
+        return 0
+    model, name = (None, "none")
+    if args.model:
+        model, name = load_model(args.model), args.model
+    elif args.select != "random":
+        model, name = teacher_model(paths, device.name)
+    stats = select_and_measure(paths, device, tasks, args.programs_per_task, selection,
+                               model=model, model_name=name, batch_size=args.batch_size)
+    c = stats.collect
+    print(f"selected and measured {c.measured} programs in {len(stats.rounds)} round(s) "
+          f"({c.errors} errors), {c.skipped} measured before; wall {c.wall_secs:.0f}s")
+    return 0
+
+
+def cmd_featurize(args) -> int:
+    # progress bars on a terminal only, as for tune: a log or a pipe gets the result line
+    print(f"featurized {featurize(_paths(args), progress=sys.stderr.isatty())} new programs")
+    return 0
+
+
+def cmd_query(args) -> int:
+    from ..store.catalog import query   # lazy: duckdb costs ~0.3 s at import
+
+    frame = query(_paths(args), args.sql)
+    if args.format == "csv":
+        sys.stdout.write(frame.write_csv())
+    elif args.format == "json":  # one JSON object per row (NDJSON), for jq and friends
+        sys.stdout.write(frame.write_ndjson())
+    else:
+        _print_frame(frame)
+    return 0
+
+
+def cmd_import(args) -> int:
+    from ..measure.msjson import import_database   # lazy: torch costs ~2.5 s at import
+
+    paths = _paths(args)
+    device = DeviceRegistry(paths).get(args.device)
+    stats = import_database(paths, args.dir, device, strict=args.strict)
+    for p in stats.problems:
+        print(f"warning: skipped {p}", file=sys.stderr)
+    if stats.target_mismatches:
+        print(f"warning: {stats.target_mismatches} lines were measured for another target than "
+              f"{device.name}'s {json.dumps(device.target)}; their records keep the target of "
+              "their lines (--strict refuses such a database)", file=sys.stderr)
+    print(f"read {stats.lines} lines: {stats.programs} distinct programs, {stats.records} new "
+          f"records, {len(stats.problems)} malformed lines skipped ({stats.tasks} new tasks)")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from ..measure.msjson import export_database   # lazy: torch costs ~2.5 s at import
+
+    paths = _paths(args)
+    done = export_database(paths, DeviceRegistry(paths).get(args.device), args.dir, args.tasks)
+    print(f"exported {done.written} new records to {args.dir}"
+          + (f" ({done.present} already there)" if done.present else ""))
+    return 0
+
+
+def cmd_retire(args) -> int:
+    def when(option: str, text: str | None):
+        if text is None:
+            return None
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            raise TclError(f"--{option} {text!r} is not an ISO time such as "
+                           "2026-11-29T21:00Z") from None
+
+    before, after = when("before", args.before), when("after", args.after)
+    paths = _paths(args)
+    DeviceRegistry(paths).get(args.device)
+    done = RecordStore(paths).retire(args.device, before, args.reason, args.dry_run,
+                                            after=after)
+    verb = "would retire" if args.dry_run else "retired"
+    span = f"before {before.isoformat()}" if after is None else \
+        f"from {after.isoformat()} to {before.isoformat()}"
+    print(f"{verb} {done.records} records in {len(done.files)} files of {args.device} "
+          f"measured {span}")
+    for f in done.straddling:
+        print(f"kept {f}: it has records on both sides of a bound of {span}")
+    return 0
+
+
+def cmd_datacard(args) -> int:
+    from .. import datacard   # lazy: duckdb costs ~0.3 s at import
+
+    paths = _paths(args)
+    out = out_path(args.out, "directory") if args.out else paths.reports_dir / "datacard"
+    for dev in args.remeasure:
+        DeviceRegistry(paths).get(dev)
+    remeasure = None
+    if args.remeasure:
+        remeasure = {dev: datacard.remeasure_correlation(
+            datacard.remeasure_sample(paths, dev, args.fraction)) for dev in args.remeasure}
+    text = datacard.render(datacard.build(paths, out, remeasure))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "datacard.md").write_text(text)
+    print(text, end="")   # the card as written, byte for byte
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    c = sub.add_parser("collect", help="sample and measure programs on a device")
+    c.add_argument("--device", required=True)
+    c.add_argument("--programs-per-task", type=int_in(1, MAX_PROGRAMS_PER_TASK), default=32)
+    c.add_argument("--split", choices=["all", "train", "holdout"], default="all")
+    c.add_argument("--max-tasks", type=int_in(1),
+                   help="only N tasks of each split (stratified by operator class)")
+    c.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0)
+    c.add_argument("--batch-size", type=int_in(1, 4096), default=64)
+    c.add_argument("--dry-run", action="store_true", help="print the plan and estimated time")
+    c.add_argument("--select", choices=["rdu", "random", "kcenter", "uncertainty",
+                                        "representative", "balto", "typiclust"],
+                   help="measure only what this sampler picks from the pool "
+                        "(--programs-per-task candidates per task)")
+    c.add_argument("--budget", type=budget_arg, default=0.1,
+                   help="with --select: programs to measure, a count or a share of the pool")
+    c.add_argument("--rounds", type=int_in(1, 100), default=1,
+                   help="with --select: later rounds take uncertainty from a model trained on "
+                        "the rounds so far")
+    c.add_argument("--model", help="with --select: a model file for round 0's uncertainty "
+                                   "(default: another device's trained model, if any)")
+    c.add_argument("--deploy", nargs="+", metavar="NETWORK",
+                   help="with --select: networks the device will run; their candidates join "
+                        "the pool (target-aware selection)")
+    c.add_argument("--deploy-first", action="store_true",
+                   help="with --deploy: the budget goes to the deployed networks' tasks first "
+                        "(per task, by zoo weight), the other tasks get what is left")
+    c.add_argument("--per-task", choices=["yes", "no"],
+                   help="with --select: split the budget over tasks by zoo weight first")
+    network_selection(c)
+    c.set_defaults(func=cmd_collect)
+
+    f = sub.add_parser("featurize", help="compute and cache features of all known programs")
+    f.set_defaults(func=cmd_featurize)
+
+    q = sub.add_parser("query", help="read-only SQL over records, programs, tasks, networks, "
+                                     "devices, selections, retired")
+    q.add_argument("sql")
+    q.add_argument("--format", choices=["table", "csv", "json"], default="table",
+                   help="table (default), csv, or json (one object per row)")
+    q.set_defaults(func=cmd_query)
+
+    i = sub.add_parser("import", help="import a MetaSchedule JSONDatabase directory")
+    i.add_argument("dir")
+    i.add_argument("--device", required=True)
+    i.add_argument("--strict", action="store_true",
+                   help="refuse a database with lines measured for another target than the "
+                        "device's (default: import them, keep their target, warn)")
+    i.set_defaults(func=cmd_import)
+
+    e = sub.add_parser("export", help="export records as a MetaSchedule JSONDatabase")
+    e.add_argument("dir")
+    e.add_argument("--device", required=True)
+    e.add_argument("--tasks", nargs="+")
+    e.set_defaults(func=cmd_export)
+
+    r = sub.add_parser("retire", help="take a device's records measured before a time out of use "
+                       "(kept under retired/; the next collection measures them again)")
+    r.add_argument("--device", required=True)
+    r.add_argument("--before", required=True, help="ISO time with zone, e.g. 2026-11-29T21:00Z")
+    r.add_argument("--after", help="only records measured at or after this ISO time (a window)")
+    r.add_argument("--reason", required=True, help="why, written to retired/log.jsonl")
+    r.add_argument("--dry-run", action="store_true", help="only count what would move")
+    r.set_defaults(func=cmd_retire)
+
+    dc = sub.add_parser("datacard", help="dataset statistics, noise and device landscapes")
+    dc.add_argument("--out", help="directory of datacard.md (default: <data>/reports/datacard)")
+    dc.add_argument("--remeasure", nargs="*", default=[],
+                    help="devices whose records to re-measure in part (noise check)")
+    dc.add_argument("--fraction", type=float_in(0.0, 1.0, low_open=True), default=0.01)
+    dc.set_defaults(func=cmd_datacard)

@@ -1,0 +1,154 @@
+"""``tcl device``: list the devices; add one, which triggers the add-device run (served by
+Prefect where a server runs, else here)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import psutil
+
+from ..config import TclError
+from ..store.devices import DeviceRegistry, MeasureSettings, check_runnable
+from ..pipeline.events import check_served_params, emit_device_added, server_configured
+from ..measure.runner import wait_for_tracker
+from ..pipeline.params import load_params
+from .common import Parser, _paths, float_in, int_in
+
+
+def cmd_device(args) -> int:
+    reg = DeviceRegistry(_paths(args))
+    if args.action == "add":
+        measure = MeasureSettings(number=args.number, repeat=args.repeat,
+                                  min_repeat_ms=args.min_repeat_ms, timeout_sec=args.timeout)
+        if args.dry_run:
+            return _dry_run_add_device(args, measure)
+        params = None
+        if args.run:   # before anything is registered or emitted: the definition, the params
+            reg.add(args.name, args.target, rpc_key=args.rpc_key, tracker=args.tracker,
+                    measure=measure, replace=args.replace, dry_run=True)
+            params = _add_device_params(args)   # and a served run that would refuse them
+        if reg.is_registered(args.name, args.target, args.rpc_key, args.tracker, measure):
+            print(f"device {args.name} is already registered with this definition; "
+                  "nothing changed")
+        else:
+            d = reg.add(args.name, args.target, rpc_key=args.rpc_key, tracker=args.tracker,
+                        measure=measure, replace=args.replace, check=_tracker_check(args))
+            print(f"added device {d.name}: {json.dumps(d.target)}")
+        if args.run:
+            return _trigger_add_device(args, params)
+        return 0
+    for d in reg.all().values():
+        try:
+            check_runnable(d)
+            ok = "runs here" if not d.is_remote else f"remote via {d.tracker}"
+        except TclError as e:
+            ok = f"NOT runnable here: {e}"
+        print(f"{d.name:<14} {json.dumps(d.target):<60} {ok}")
+    return 0
+
+
+def _tracker_check(args):
+    """A remote device is registered only once its tracker answers (retried by the params
+    file's measure.retries / measure.retry_delay_s): nothing is half-registered."""
+    if args.tracker is None:
+        return None
+
+    m = load_params(args.params, check_models=False).measure if Path(args.params).exists() \
+        else None
+    retries, delay = (m.retries, m.retry_delay_s) if m else (2, 5.0)
+
+    def check(device) -> None:
+        try:
+            wait_for_tracker(device, retries, delay, say=lambda s: print(s, file=sys.stderr))
+        except TclError as e:
+            raise TclError(f"{e}; device {device.name!r} is not registered (start the tracker "
+                           "and its RPC server, then add the device again)") from None
+    return check
+
+
+def _add_device_params(args):
+    """The add-device run's params, checked before the device is registered: the params file
+    (validated), its data root (the one --data names, if given) and, where a Prefect server is
+    to run it, the params file that server's add-device deployment is bound to (a served run
+    with another one would be refused after the event was emitted)."""
+    # not at the top: importing prefect_setup sets Prefect's defaults (and makes PREFECT_HOME
+    # under the data root), which only `device add` needs, before server_configured loads Prefect
+    from ..pipeline.prefect_setup import prefect_defaults
+
+    prefect_defaults()   # idempotent: the import has set them already
+    params = load_params(args.params)   # validated before anything runs
+    if args.data and Path(args.data).resolve() != params.paths.root:
+        raise TclError(f"--data {args.data} is not {args.params}'s data root "
+                       f"({params.paths.root}); the add-device run uses the params file's")
+    if server_configured():
+        check_served_params(args.params)
+    return params
+
+
+def _trigger_add_device(args, params) -> int:
+    """Emit ``tcl.device.added``; with no Prefect server to react to it, run the flow here and
+    print the table of its steps' times."""
+    # lazy: torch and duckdb (the add-device steps) cost ~3.3 s at import
+    from ..pipeline.add_device import step_table
+
+    if server_configured():
+        emit_device_added(args.name, args.params)
+        print(f"emitted {args.name!r} as tcl.device.added: the add-device deployment that "
+              "`tcl serve` serves runs it (watch it in the Prefect UI)")
+        return 0
+    # lazy: prefect (the flow) costs ~6 s at import
+    from ..pipeline.deployments import add_device
+    from ..pipeline.prefect_setup import run_flow
+
+    emit_device_added(args.name, args.params)   # recorded by the ephemeral API, if any
+    out = run_flow(add_device, device=args.name, params_file=args.params,
+                   started=psutil.Process().create_time())
+    if isinstance(out, dict) and out.get("secs"):
+        print(f"time from the command to the registered model ({args.name}):")
+        print(step_table(out["secs"], out["total_secs"]))
+    return 0
+
+
+def _dry_run_add_device(args, measure) -> int:
+    """``tcl device add --dry-run``: the plan of the add-device run (pool, budget, evaluation
+    set, estimated time); nothing registered, sampled, measured or written but caches."""
+    from ..pipeline.add_device import plan_add_device   # lazy: torch and duckdb, ~3.3 s at import
+
+    params = load_params(args.params)
+    if args.data and Path(args.data).resolve() != params.paths.root:
+        raise TclError(f"--data {args.data} is not {args.params}'s data root "
+                       f"({params.paths.root}); the add-device run uses the params file's")
+    device = DeviceRegistry(params.paths).add(args.name, args.target, rpc_key=args.rpc_key,
+                                              tracker=args.tracker, measure=measure,
+                                              replace=args.replace, dry_run=True)
+    print(plan_add_device(params, device, say=lambda s: print(s, file=sys.stderr)).describe())
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    d = sub.add_parser("device", help="list or add devices")
+    dsub = d.add_subparsers(dest="action", required=True, parser_class=Parser)
+    dsub.add_parser("list", help="built-in profiles and your devices")
+    add = dsub.add_parser("add", help="register a device")
+    add.add_argument("name")
+    add.add_argument("--target", required=True, help='TVM target as JSON, e.g. {"kind": "llvm"}')
+    add.add_argument("--rpc-key")
+    add.add_argument("--tracker", help="HOST:PORT of a TVM RPC tracker")
+    add.add_argument("--number", type=int_in(1, 1000), default=3,
+                     help="kernel runs per repeat (MetaSchedule evaluator)")
+    add.add_argument("--repeat", type=int_in(1, 100), default=3, help="repeats kept per record")
+    add.add_argument("--min-repeat-ms", type=int_in(0, 60_000), default=40)
+    add.add_argument("--timeout", type=float_in(0.1, 3600), default=10.0,
+                     help="seconds before a run counts as a timeout")
+    add.add_argument("--no-run", dest="run", action="store_false",
+                     help="only register: do not trigger the add-device run")
+    add.add_argument("--params", default="params.yaml",
+                     help="the add-device run's params file (default: params.yaml)")
+    add.add_argument("--replace", action="store_true",
+                     help="redefine an existing device (refused while it has records)")
+    add.add_argument("--dry-run", action="store_true",
+                     help="print the add-device run's plan and estimated time; register, "
+                          "sample and measure nothing")
+    d.set_defaults(func=cmd_device)

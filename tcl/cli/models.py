@@ -1,0 +1,140 @@
+"""The model commands: predict (rank a database's programs), score (a model on a device's own
+records) and the model registry (models list, models convert)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import polars as pl
+
+from ..store.devices import DeviceRegistry
+from ..pipeline.params import DEFAULT_FILE, load_params
+from ..predict import predict_database
+from ..registry import ModelRegistry
+from ..score import score_records
+from .common import _paths, _print_frame, any_device_flag, out_path
+
+
+def cmd_predict(args) -> int:
+    paths = _paths(args)
+    DeviceRegistry(paths).get(args.device)   # an unknown device: a clear error
+    if args.out:
+        out_path(args.out, "file")
+    scores, what, skipped = predict_database(paths, args.device, args.dir, args.model,
+                                             any_device=args.any_device)
+    for p in skipped:
+        print(f"warning: skipped {p}", file=sys.stderr)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        scores.write_csv(args.out)
+    else:
+        sys.stdout.write(scores.write_csv())
+    print(f"scored {len(scores)} programs of {scores['task_id'].n_unique()} tasks with {what}"
+          + (f"; written to {args.out}" if args.out else ""), file=sys.stderr)
+    return 0
+
+
+def cmd_score(args) -> int:
+    paths = _paths(args)
+    DeviceRegistry(paths).get(args.device)
+    if args.out:
+        out_path(args.out, "directory")
+    got = score_records(paths, args.device, args.model, task_ids=args.tasks, source=args.source,
+                        networks=args.networks, weights_file=args.weights,
+                        any_device=args.any_device)
+    print(f"{args.device}: {got['model']} on {len(got['tasks'])} tasks "
+          f"({int(got['tasks']['n_programs'].sum())} programs)")
+    parts = [("tasks", "per task"), ("classes", "per operator class"), ("networks", "per network")]
+    for name, title in parts:
+        if got[name] is not None:
+            print(f"\n{title}:")
+            _print_frame(got[name])
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, _ in parts:
+            if got[name] is not None:
+                got[name].write_csv(out / f"{name}.csv", float_precision=4)
+        print(f"\nwritten to {out}/ (tasks.csv, classes.csv"
+              + (", networks.csv" if got["networks"] is not None else "") + ")")
+    return 0
+
+
+def cmd_models(args) -> int:
+    # --data names the data root; without it, the params file's
+    paths = _paths(args) if args.data else load_params(args.params, check_models=False).paths
+    if args.device is not None:
+        DeviceRegistry(paths).get(args.device)
+    frame = ModelRegistry(paths).frame(args.device)
+    if frame.is_empty():
+        print("no registered model" + (f" of device {args.device}" if args.device else "")
+              + " (make one with `tcl distill --device D`)")
+        return 0
+    if args.format == "json":
+        sys.stdout.write(frame.write_ndjson())
+        return 0
+    show = frame.select("id", "device", pl.col("devices").list.join(",").alias("serves"),
+                        "parent", "method", "backbone", "n_records", "newest_measured_at",
+                        "params_shared", "params_per_device",
+                        pl.col("metrics").str.json_path_match("$.new.top1").cast(pl.Float64)
+                        .round(3).alias("top1"),
+                        pl.col("metrics").str.json_path_match("$.new.pairwise").cast(pl.Float64)
+                        .round(3).alias("pairwise"), "created_at")
+    if args.format == "csv":
+        sys.stdout.write(show.write_csv())
+    else:
+        with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=40):
+            print(show)
+    return 0
+
+
+def cmd_models_convert(args) -> int:
+    """Rewrite model files the safe reader refuses; the user vouches for them by naming them."""
+    from ..models import convert_file   # lazy: torch costs ~2.6 s at import
+
+    for f in args.files:
+        print(convert_file(f))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    pr = sub.add_parser("predict", help="rank a JSONDatabase's programs with a cost model "
+                                        "(CSV: task, program, score, rank within the task)")
+    pr.add_argument("dir", help="a MetaSchedule JSONDatabase directory")
+    pr.add_argument("--device", required=True)
+    pr.add_argument("--model", help="a model kind trained for the device, 'continual' (the "
+                                    "registry's latest), or a model file (default: the "
+                                    "registry's latest, else the first trained kind)")
+    any_device_flag(pr)
+    pr.add_argument("--out", help="write the CSV here (default: standard output)")
+    pr.set_defaults(func=cmd_predict)
+
+    sc = sub.add_parser("score", help="score a model on a device's own measured records (imported "
+                                      "logs, your networks): per task, class and network")
+    sc.add_argument("--device", required=True)
+    sc.add_argument("--model", help="a model kind trained for the device, 'continual', or a "
+                                    "model file (default: as for predict)")
+    sc.add_argument("--tasks", nargs="+", help="only these task ids")
+    sc.add_argument("--source", help="only records of this source: collect, import, tune")
+    sc.add_argument("--networks", nargs="+", help="per-network scores with the zoo's weights "
+                                                  "(network names or instance keys)")
+    sc.add_argument("--weights", help="per-network scores with weights from a CSV file: "
+                                      "network, task_id, weight")
+    any_device_flag(sc)
+    sc.add_argument("--out", help="also write tasks.csv, classes.csv, networks.csv here")
+    sc.set_defaults(func=cmd_score)
+
+    m = sub.add_parser("models", help="the model registry")
+    msub = m.add_subparsers(dest="models_cmd", required=True)
+    ml = msub.add_parser("list", help="every registered model version, oldest first")
+    ml.add_argument("--device", help="only versions made for this device")
+    ml.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    ml.add_argument("--params", default=DEFAULT_FILE,
+                    help="its data root is read without --data (default: params.yaml)")
+    ml.set_defaults(func=cmd_models)
+    mc = msub.add_parser("convert", help="rewrite model files of an older tcl that need the full "
+                                         "unpickler, so they load as data only; this TRUSTS the "
+                                         "files named (the old format can run code)")
+    mc.add_argument("files", nargs="+", metavar="FILE")
+    mc.set_defaults(func=cmd_models_convert)

@@ -1,0 +1,21 @@
+"""``tcl serve``: serve the add-device and refresh deployments until interrupted."""
+from __future__ import annotations
+
+import argparse
+
+from .common import _no_data
+
+
+def cmd_serve(args) -> int:
+    from ..pipeline.deployments import serve   # lazy: prefect costs ~6 s at import
+
+    _no_data(args)
+    serve(args.params)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    sv = sub.add_parser("serve", help="serve the add-device (event-triggered) and refresh "
+                                      "(scheduled) deployments until interrupted")
+    sv.add_argument("--params", default="params.yaml")
+    sv.set_defaults(func=cmd_serve)

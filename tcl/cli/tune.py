@@ -1,0 +1,58 @@
+"""``tcl tune``: tune a network with MetaSchedule driven by a cost model, compile it, check it
+against PyTorch and time it."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..tune import MODELS_HELP, UPDATE_MODES, plan_tuning, report_lines, tune_network
+from .common import _paths, any_device_flag, int_in, out_path
+
+
+def cmd_tune(args) -> int:
+    if args.dry_run:   # the zoo's tables and earlier runs only: no TVM, no model, no writes
+        print(plan_tuning(_paths(args), args.network, args.device, args.model,
+                          trials=args.trials, population=args.population,
+                          generations=args.generations).describe())
+        return 0
+    if args.out:
+        out_path(args.out, "directory")
+    r = tune_network(_paths(args), args.network, args.device, args.model, trials=args.trials,
+                     update=args.update, seed=args.seed, population=args.population,
+                     generations=args.generations, out=args.out,
+                     progress=sys.stderr.isatty(), any_device=args.any_device)
+    per_task = ", ".join(f"{n}" for n in r.trials_per_task.values())
+    print(f"{r.network} on {r.device} with {r.model}: {r.trials} trials over {r.tasks} tasks "
+          f"(per task: {per_task}); tuning {r.tune_s:.0f}s (building {r.build_s:.0f}s, running "
+          f"{r.run_s:.0f}s, search overhead {r.overhead_share:.0%}), compile {r.compile_s:.0f}s")
+    print(f"compiled network: {r.latency_ms:.3f} ms (std {r.latency_std_ms:.3f}), end to end; "
+          f"PyTorch eager {r.torch_ms:.3f} ms on the same cores; outputs match PyTorch's within "
+          f"{r.max_abs_err:.2g}")
+    print(f"{r.records_added} tuning records added to the store (source tune); files in {r.out}/ "
+          "(network.so, database/, curve.csv, curve.png, summary.json)")
+    print("\n".join(report_lines(r)))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    tu = sub.add_parser("tune", help="tune a network with MetaSchedule driven by a cost model, "
+                                     "compile it, check it against PyTorch and time it")
+    tu.add_argument("--network", required=True, help="a zoo network or instance key (tcl zoo list)")
+    tu.add_argument("--device", required=True)
+    tu.add_argument("--model", default="latest", help=MODELS_HELP)
+    any_device_flag(tu)
+    tu.add_argument("--trials", type=int_in(1), default=1000,
+                    help="MetaSchedule trials over the whole network (at least one per task)")
+    tu.add_argument("--update", choices=UPDATE_MODES, default="none",
+                    help="a tcl model frozen (none), refit on what the search measures (refit, "
+                         "slow), or kept as a prior that an online XGBoost corrects (residual)")
+    tu.add_argument("--seed", type=int_in(0), default=0)
+    tu.add_argument("--population", type=int_in(2), default=512,
+                    help="evolutionary search: schedules the model scores per generation "
+                         "(MetaSchedule's default 512; smaller searches faster on small hosts)")
+    tu.add_argument("--generations", type=int_in(0), default=4,
+                    help="evolutionary search: generations per round (MetaSchedule's default 4)")
+    tu.add_argument("--out", help="output directory (default: <data>/tuning/<network>-<device>-...)")
+    tu.add_argument("--dry-run", action="store_true",
+                    help="print the tasks, trials per task and estimated time; tune nothing")
+    tu.set_defaults(func=cmd_tune)
