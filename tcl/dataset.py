@@ -13,7 +13,6 @@ from .models.base import ProgramSet
 from .store.catalog import records
 from .tokens import PER_STORE_WIDTH, TOKEN_WIDTH
 from .zoo.extract import load_networks
-from .zoo.networks import NETWORKS
 
 # Where a measured record came from, for choosing what models learn from (params train.sources):
 # collected programs of the reference networks' tasks, of the long-tail families', of the
@@ -38,6 +37,9 @@ def record_sources(paths: Paths, frame: pl.DataFrame) -> pl.Series:
     networks: ``tune`` is tuning, ``import:...`` imported; a collected record belongs to every
     kind of network that runs its task (reference, families: ``NetworkSpec.long_tail``, user:
     a network tcl does not ship), or to reference when no network of the zoo runs it."""
+    # lazy: the networks (torch) cost ~3 s at import, and the CLI imports this module
+    from .zoo.networks import NETWORKS
+
     def kind(network: str) -> str:
         spec = NETWORKS.get(network)
         return "user" if spec is None else "families" if spec.long_tail else "reference"
