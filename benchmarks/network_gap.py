@@ -353,7 +353,7 @@ def measure_pinned(lib_file: str, inputs: list, num_cores: int, number: int, rep
     from tcl.tune import _measure_in_pinned_process
 
     _, mean, std, _ = _measure_in_pinned_process(lib_file, inputs, num_cores, number, repeat,
-                                                 min_repeat_ms, None)
+                                                 min_repeat_ms, None, {})
     dev = tvm.cpu()
     lib = tvm.runtime.load_module(lib_file)
     plain, vm = relax.VirtualMachine(lib, dev), relax.VirtualMachine(lib, dev)

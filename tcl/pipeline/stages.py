@@ -17,7 +17,6 @@ from pathlib import Path
 import polars as pl
 
 from ..config import TclError
-from ..dataset import measured
 from ..features import featurize
 from ..measure.active import Selection, select_and_measure
 from ..measure.collect import CollectStats, collect
@@ -135,11 +134,13 @@ def run_featurize(params: Params, progress: bool = True,
 
 
 def feature_tasks(params: Params) -> list[str]:
-    """The tasks whose programs need features: the selected ones, and every task of a record
-    the models learn from (``train.sources``) on a device of the params."""
+    """The tasks whose programs need features: the selected ones, and every task with sampled
+    or measured programs (every measured program is a candidate), so that whatever
+    ``train.sources`` lets the models learn from has its features. Candidates, not records:
+    the stage may not depend on the records, which the select stages write from its features."""
     tasks = set(selected_tasks(params)["task_id"].to_list())
-    for device in dict.fromkeys([*params.devices, *params.select.devices]):
-        tasks |= set(measured(params.paths, device, sources=params.train.sources)["task_id"])
+    prefix = "task="
+    tasks |= {f.stem[len(prefix):] for f in params.paths.candidates_dir.glob(f"{prefix}*.parquet")}
     return sorted(tasks)
 
 
