@@ -388,8 +388,8 @@ def summarize(results: Path, plot: str | None = None, reference: str = "xgb-onli
                                 np.mean(lat) / np.mean([r["latency_ms"] for r in ref]),
                                 (task_trials + g[0]["data_records"]) / ref_trials
                                 if task_trials == task_trials else math.nan,
-                                f"{np.mean([p[1] for p in per_task]):.0f}/{len(ref_best)}"
-                                if ref_best else "no sequences",
+                                (float(np.mean([p[1] for p in per_task])), len(ref_best))
+                                if ref_best else None,
                                 np.mean(lat), np.mean([r["torch_ms"] for r in g])))
     if targets:
         print_targets(targets, reference, frameworks)
@@ -413,15 +413,20 @@ def print_targets(targets: list[tuple], reference: str, frameworks: Path | None)
         return "-" if x != x else f"{x:.3f} ({'met' if x <= limit else 'missed'})"
 
     print(f"\nTargets: tcl's latency / {reference}'s at equal trials (<= 1); (per-task trials to "
-          f"{reference}'s best + device records) / {reference}'s trials (<= 1/3; tasks reached); "
+          f"{reference}'s best + device records) / {reference}'s trials (<= 1/3, and every task "
+          "reaching it); "
           "tuned / PyTorch eager and tuned / onnxruntime (<= 1)\n")
     print(f"| network | device | model | latency / {reference} | trials + data / {reference}'s "
           "| tuned / eager | tuned / onnxruntime |")
     print("|---|---|---|---|---|---|---|")
     for network, device, label, ratio, trials, reached, lat, eager in targets:
         o = ort.get((network, device))
+        # met only when every task reaches the reference's best: the sum is over those that do
+        every = reached is not None and reached[0] == reached[1]
+        race = verdict(trials, 1 / 3 if every else -1)
+        tasks = "no sequences" if reached is None else f"{reached[0]:.0f}/{reached[1]}"
         print(f"| {network} | {device} | {label} | {verdict(ratio, 1)} | "
-              f"{verdict(trials, 1 / 3)}, tasks reached {reached} | {verdict(lat / eager, 1)} | "
+              f"{race}, tasks reached {tasks} | {verdict(lat / eager, 1)} | "
               f"{verdict(lat / o, 1) if o else '-'} |")
 
 
