@@ -21,11 +21,13 @@ SOURCES = ("reference", "families", "user", "imported", "tuning")
 
 
 def measured(paths: Paths, device: str, task_ids: Iterable[str] | None = None,
-             sources: Sequence[str] | None = None) -> pl.DataFrame:
-    """program_id, task_id, latency (NaN for error rows) of a device's records; with
-    ``sources`` (of ``SOURCES``) only the records those sources hold (``record_sources``)."""
-    columns = ("program_id", "task_id", "latency") + (("source",) if sources is not None else ())
-    frame = records(paths, device, columns, task_ids)
+             sources: Sequence[str] | None = None, extra: Sequence[str] = ()) -> pl.DataFrame:
+    """program_id, task_id, latency (NaN for error rows) and the ``extra`` record columns of a
+    device's records; with ``sources`` (of ``SOURCES``) only the records those sources hold
+    (``record_sources``)."""
+    columns = ("program_id", "task_id", "latency", *extra)
+    frame = records(paths, device, columns + (("source",) if sources is not None else ()),
+                    task_ids)
     if sources is not None:
         frame = frame.filter(record_sources(paths, frame).list.set_intersection(
             list(sources)).list.len() > 0).drop("source")
@@ -38,15 +40,11 @@ def record_sources(paths: Paths, frame: pl.DataFrame) -> pl.Series:
     kind of network that runs its task (reference, families: ``NetworkSpec.long_tail``, user:
     a network tcl does not ship), or to reference when no network of the zoo runs it."""
     # lazy: the networks (torch) cost ~3 s at import, and the CLI imports this module
-    from .zoo.networks import NETWORKS
-
-    def kind(network: str) -> str:
-        spec = NETWORKS.get(network)
-        return "user" if spec is None else "families" if spec.long_tail else "reference"
+    from .zoo.networks import network_kind
 
     nets = load_networks(paths).select("task_id", "network").unique()
-    kinds = (nets.with_columns(pl.col("network").map_elements(kind, return_dtype=pl.Utf8)
-                               .alias("kind"))
+    kinds = (nets.with_columns(pl.col("network").map_elements(lambda n: network_kind(n)[0],
+                                                              return_dtype=pl.Utf8).alias("kind"))
              .group_by("task_id").agg(pl.col("kind").unique()))
     joined = frame.select("task_id", "source").with_row_index("_row").join(
         kinds, on="task_id", how="left").sort("_row")

@@ -263,3 +263,37 @@ def test_models_list_and_distill_cli(two_devices):
     bad = subprocess.run([*tcl, "distill", "--device", "cpu-sse42"], cwd=root, text=True,
                          capture_output=True)
     assert bad.returncode == 2 and "not in params.yaml's continual sequence" in bad.stderr
+
+
+def test_the_continual_run_learns_from_every_source_the_params_name(tmp_path):
+    """The registry's models learn from what the train stage learns from (train.sources, never
+    a held-out task): a family's records and reference tasks beyond sample.max_train_tasks
+    count; with train.sources [reference] the family's and the imported records do not."""
+    from test_status import _zoo
+    from test_store import rows
+
+    from tcl.pipeline.continual import _records
+    from tcl.pipeline.params import load_params
+    from tcl.store.records import RecordStore
+
+    raw = yaml.safe_load((ROOT / "tests" / "tiny_params.yaml").read_text())
+    raw["sample"].update(max_train_tasks=1, max_holdout_tasks=None)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    params = load_params(tmp_path / "params.yaml", check_models=False)
+    _zoo(params)   # ta, tb: bert_tiny's training tasks; th: held out; tl: swin_t (a family)
+    offset = 0
+    for task, n in {"ta": 2, "tb": 3, "th": 4, "tl": 5, "tx": 6}.items():   # tx: imported
+        source = "import:logs/x.json" if task == "tx" else "collect"
+        RecordStore(params.paths).append(
+            [dict(r, source=source) for r in rows(task=task, n=n, offset=offset)])
+        offset += n
+    every = _records(params, "cpu-avx2", None)
+    assert every.group_by("task_id").len().sort("task_id").rows() == [
+        ("ta", 2), ("tb", 3), ("tl", 5), ("tx", 6)]
+    assert {"measured_at", "latency"} <= set(every.columns)
+    assert _records(params, "cpu-avx2", ["tb", "th"])["task_id"].unique().to_list() == ["tb"]
+
+    raw["train"]["sources"] = ["reference"]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    reference = load_params(tmp_path / "params.yaml", check_models=False)
+    assert sorted(_records(reference, "cpu-avx2", None)["task_id"].unique()) == ["ta", "tb"]

@@ -1,5 +1,6 @@
-"""`tcl status` right after a model: pending counts only newer records of the tasks the models
-train on; newer records of other tasks are listed by why no model uses them."""
+"""`tcl status` right after a model: pending counts only newer records the models learn from
+(train.sources, never a held-out task); the other newer records are listed by why no model uses
+them."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -47,6 +48,7 @@ def _register(params, newest, seed: int) -> None:
 def test_status_counts_training_tasks_and_names_why_other_records_are_unused(tmp_path, capsys):
     raw = yaml.safe_load((ROOT / "tests" / "tiny_params.yaml").read_text())
     raw["sample"].update(max_train_tasks=1, max_holdout_tasks=None)
+    raw["train"]["sources"] = ["reference"]   # the families and imported logs are not learned from
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     params = load_params(tmp_path / "params.yaml", check_models=False)
     _zoo(params)
@@ -61,18 +63,25 @@ def test_status_counts_training_tasks_and_names_why_other_records_are_unused(tmp
         store.append([dict(r, source=source) for r in rows(task=task, n=n, offset=offset)])
         offset += n
 
+    # Every reference record counts, beyond sample.max_train_tasks too (the train stage's rule).
     (row,) = device_status(params.paths, params).iter_rows(named=True)
-    assert row["pending"] == "2 newer records"
+    assert row["pending"] == "5 newer records"
     assert row["not_used"] == (
-        "4 of held-out tasks (evaluation only); 3 of training networks' tasks beyond "
-        "sample.max_train_tasks; 5 of tasks outside zoo.networks (long-tail families: swin_t "
-        "5); 6 of tasks not in the zoo (sources: import 6)")
+        "4 of held-out tasks (evaluation only); 11 of sources outside train.sources "
+        "(long-tail families: swin_t 5; imported logs: import 6)")
     # The CLI reads the params file of the data root and prints the reasons under the table.
     assert main(["--data", str(params.paths.root), "status", "--params",
                  str(tmp_path / "params.yaml")]) == 0
     out = capsys.readouterr().out
-    assert "2 newer records" in out
+    assert "5 newer records" in out
     assert "cpu-avx2: newer records that no model trains on: 4 of held-out tasks" in out
+    # With every source (the default) all but the held-out records are pending.
+    raw["train"]["sources"] = ["reference", "families", "user", "imported", "tuning"]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    every = load_params(tmp_path / "params.yaml", check_models=False)
+    (row,) = device_status(params.paths, every).iter_rows(named=True)
+    assert (row["pending"], row["not_used"]) == ("16 newer records",
+                                                 "4 of held-out tasks (evaluation only)")
     # Without the params file every record but the held-out ones counts (as before).
     (row,) = device_status(params.paths).iter_rows(named=True)
     assert row["pending"] == "16 newer records"

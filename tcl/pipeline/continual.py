@@ -1,7 +1,10 @@
 """The continual run in the pipeline: ``distill_device`` for one device of the sequence.
 
-For the sequence's first device the model is trained on its full measured data (method
-"scratch" on everything). For a later device:
+A device's training records are what the train stage learns from: every measured record of
+``train.sources`` (reference tasks, long-tail families, user networks, imported logs, tuning
+runs), never a held-out network's task; its training tasks are the tasks of those records.
+For the sequence's first device the model is trained on all of them (method "scratch"). For
+a later device:
 
 1. the teacher is the registry's latest model of the device before it in the sequence;
 2. its measured subset is what was selected for it (``tcl.store.selections``). With
@@ -34,12 +37,10 @@ from ..features import load_features
 from ..metrics import forgetting_summary
 from ..registry import Entry, ModelRegistry
 from ..samplers import Pool, make_sampler, parse_budget
-from ..store import catalog
 from ..store.selections import SelectionStore
 from ..train import holdout_task_ids, split_tasks
 from ..zoo.extract import load_networks, load_tasks
 from .params import Params
-from .tasks import training_tasks
 
 SUBSET_RUN = "continual-subset"   # the selection run of subsets picked from measured records
 
@@ -57,12 +58,13 @@ def settings_of(params: Params) -> Settings:
                     c.seed)
 
 
-def _records(paths: Paths, device: str, task_ids: list[str]) -> pl.DataFrame:
+def _records(params: Params, device: str, task_ids: list[str] | None) -> pl.DataFrame:
     """program_id, task_id, latency (NaN for error rows), measured_at of the device's records
-    of ``task_ids``."""
-    frame = catalog.records(paths, device, ("program_id", "task_id", "latency", "measured_at"),
-                            task_ids)
-    return frame.with_columns(pl.col("latency").fill_null(float("nan")))
+    that the models learn from (``train.sources``; never a held-out task), of ``task_ids``
+    only when given."""
+    frame = measured(params.paths, device, task_ids, sources=params.train.sources,
+                     extra=("measured_at",))
+    return frame.filter(~pl.col("task_id").is_in(sorted(holdout_task_ids(params.paths))))
 
 
 def _program_set(paths: Paths, rows: pl.DataFrame, labels: bool):
@@ -189,12 +191,12 @@ def prepare_distill(params: Params, device: str, method: str | None = None,
     method = method or (params.continual.method if position else "scratch")
     settings = settings_of(params)
     registry = ModelRegistry(params.paths)
-    tasks = sorted(tasks) if tasks is not None else training_tasks(params)
-    records = _records(params.paths, device, tasks)
+    records = _records(params, device, sorted(tasks) if tasks is not None else None)
     if records.is_empty():
-        raise TclError(f"device {device!r} has no measured record of a training task: "
-                       f"measure it (`tcl stage measure --device {device}`) or import its "
-                       "records first")
+        raise TclError(f"device {device!r} has no measured record of a training task "
+                       f"(train.sources: {', '.join(params.train.sources)}): measure it "
+                       f"(`tcl stage measure --device {device}`) or import its records first")
+    tasks = sorted(set(records["task_id"].to_list()))
     model, parent = None, None
     if teacher is not None:
         parent, model = teacher[0].id, teacher[1]
@@ -252,7 +254,7 @@ def _history(params: Params, devices, tasks: list[str], registry: ModelRegistry)
     """Earlier devices' measured data as their own models had it (multi-task needs it)."""
     out = []
     for d in devices:
-        records = _records(params.paths, d, tasks)
+        records = _records(params, d, tasks)
         entry = registry.latest(d, params.continual.backbone)
         if entry is not None and entry.method != "scratch":
             chosen = subset_ids(params, d, records, None, lambda _: None)

@@ -5,15 +5,14 @@ the hosts that measured them, the newest measurement, its latest registered mode
 model's data snapshot, and what is pending:
 
 - ``no model``: records but no registered model yet;
-- ``N newer records``: ok records of the tasks the models train on, measured after the latest
-  model's newest ``measured_at``;
+- ``N newer records``: ok records the models learn from, measured after the latest model's
+  newest ``measured_at``;
 - ``failed: ...``: the last add-device run measured nothing usable (``tcl.pipeline.add_device``);
 - ``up to date``, or ``no records``.
 
-Newer records of other tasks are no model's pending work; ``not_used`` counts them by why no
-model trains on them (``task_uses``): held out (evaluation only), beyond
-``sample.max_train_tasks``, tasks of networks outside ``zoo.networks`` (long-tail families,
-user networks) or not in the zoo at all (by record source: imported logs, tuning runs).
+Newer records that no model learns from are no model's pending work; ``not_used`` counts them
+by why (``record_uses``): held out (evaluation only), or from a source outside
+``train.sources`` (the train stage's and the continual run's rule, ``tcl.dataset``).
 """
 from __future__ import annotations
 
@@ -24,61 +23,57 @@ from ..config import Paths
 from ..registry import ModelRegistry
 from ..store.catalog import Catalog
 from ..store.devices import DeviceRegistry, failures
+from ..dataset import SOURCES, record_sources
 from ..train import holdout_task_ids
 from ..zoo.extract import load_networks
 from .params import Params
-from .tasks import instances, training_tasks
 
-TRAIN = "train"   # task_uses' use of the tasks the models train on
+TRAIN = "train"   # record_uses' use of the records the models learn from
+OUTSIDE = "outside train.sources"
+# How not_used names a record's source (tcl.dataset.SOURCES).
+SOURCE_KINDS = {"reference": "reference networks", "families": "long-tail families",
+                "user": "user networks", "imported": "imported logs", "tuning": "tuning runs"}
 
 
-def task_uses(paths: Paths, params: Params | None = None) -> pl.DataFrame:
-    """task_id, use, kind, name of every zoo task. use: ``train`` for the tasks the models
-    train on, else why not: ``held out``, ``beyond max_train_tasks`` or ``outside zoo.networks``
-    (kind: long-tail families, networks or user networks; name: the family or network).
+def record_uses(paths: Paths, frame: pl.DataFrame, params: Params | None = None) -> pl.DataFrame:
+    """``frame`` (a task_id and a source per record) with use, kind and name. use: ``train``
+    for the records the models learn from (a source of ``train.sources``, never a held-out
+    task), else why not: ``held out``, or ``outside train.sources`` (kind: the record's source
+    as ``SOURCE_KINDS`` names it; name: the task's family or network, or the log's source).
 
-    Without ``params`` every task of the zoo but the held-out ones counts as ``train``."""
+    Without ``params`` every record but the held-out tasks' counts as ``train``."""
     # lazy: the networks (torch) cost ~3 s at import; `tcl status` without params needs no zoo
-    from ..zoo.networks import NETWORKS
+    from ..zoo.networks import network_kind
 
-    nets = load_networks(paths)
     held = holdout_task_ids(paths)
-    train: set[str] | None = None
-    wanted: set[str] = set()
-    if params is not None:
-        keys = [i.key for i in instances(params)]
-        wanted = set(nets.filter(pl.col("network_key").is_in(keys))["task_id"].to_list())
-        train = set(training_tasks(params)) if wanted else set()
-    rows = []
-    for task_id, networks in nets.group_by("task_id").agg(pl.col("network").unique().sort()) \
-            .iter_rows():
+    wanted = None if params is None else set(params.train.sources or SOURCES)
+    network_of = dict(load_networks(paths).group_by("task_id")
+                      .agg(pl.col("network").sort().first()).iter_rows())
+    sources = record_sources(paths, frame) if wanted is not None else \
+        pl.Series([[]] * len(frame), dtype=pl.List(pl.Utf8))
+    uses, kinds, names = [], [], []
+    for task, source, mine in zip(frame["task_id"], frame["source"], sources):
         kind = name = None
-        if task_id in held:
+        if task in held:
             use = "held out"
-        elif train is None or task_id in train:
+        elif wanted is None or wanted & set(mine):
             use = TRAIN
-        elif task_id in wanted:
-            use = "beyond max_train_tasks"
         else:
-            use, n = "outside zoo.networks", networks[0]
-            spec = NETWORKS.get(n)
-            kind = "user networks" if spec is None else \
-                "long-tail families" if spec.long_tail else "networks"
-            name = n if spec is None else spec.family_name
-        rows.append({"task_id": task_id, "use": use, "kind": kind, "name": name})
-    return pl.DataFrame(rows, schema={"task_id": pl.Utf8, "use": pl.Utf8, "kind": pl.Utf8,
-                                      "name": pl.Utf8})
+            use, kind = OUTSIDE, SOURCE_KINDS[mine[0]]
+            name = source.split(":")[0] if mine[0] in ("imported", "tuning") or \
+                task not in network_of else network_kind(network_of[task])[1]
+        uses.append(use), kinds.append(kind), names.append(name)
+    return frame.with_columns(pl.Series("use", uses, pl.Utf8), pl.Series("kind", kinds, pl.Utf8),
+                              pl.Series("name", names, pl.Utf8))
 
 
 NOT_USED = {"held out": "of held-out tasks (evaluation only)",
-            "beyond max_train_tasks": "of training networks' tasks beyond sample.max_train_tasks",
-            "outside zoo.networks": "of tasks outside zoo.networks",
-            "not in the zoo": "of tasks not in the zoo"}
+            OUTSIDE: "of sources outside train.sources"}
 
 
 def not_used_text(frame: pl.DataFrame) -> str:
     """Records no model trains on (use, kind, name per record) counted by reason, e.g. "1,340
-    of tasks outside zoo.networks (long-tail families: swin_t 400, conformer 120, ...)"."""
+    of sources outside train.sources (long-tail families: swin_t 400, conformer 120, ...)"."""
     parts = []
     for use, text in NOT_USED.items():
         part = frame.filter(pl.col("use") == use)
@@ -110,20 +105,11 @@ def device_status(paths: Paths, params: Params | None = None) -> pl.DataFrame:
                    count(*) AS records, count(DISTINCT task_id) AS tasks,
                    any_value(h.hosts) AS hosts, max(measured_at) AS newest
             FROM records JOIN per_host h USING (device) GROUP BY device ORDER BY device""")
-        ok = cat.sql("SELECT device, task_id, split_part(source, ':', 1) AS source, "
-                     "epoch_us(measured_at) AS at_us FROM records WHERE status = 'ok'")
+        ok = cat.sql("SELECT device, task_id, source, epoch_us(measured_at) AS at_us "
+                     "FROM records WHERE status = 'ok'")
     finally:
         cat.close()
-    ok = ok.join(task_uses(paths, params), on="task_id", how="left")
-    # A task outside the zoo (imported logs, tuning runs): no pipeline model trains on it when
-    # the params are known; without them, counted as before (a model may have).
-    ok = ok.with_columns(
-        pl.when(pl.col("use").is_not_null()).then(pl.col("use"))
-        .otherwise(pl.lit(TRAIN if params is None else "not in the zoo")).alias("use"),
-        pl.when(pl.col("use").is_not_null()).then(pl.col("kind"))
-        .otherwise(pl.lit("sources")).alias("kind"),
-        pl.when(pl.col("use").is_not_null()).then(pl.col("name"))
-        .otherwise(pl.col("source")).alias("name"))
+    ok = record_uses(paths, ok, params)
     registry = ModelRegistry(paths)
     models = registry.frame()
     failed = failures(paths)

@@ -1,6 +1,5 @@
 """The pipeline's tasks: the network instances the params select and their tasks (the one
-selection, ``tcl.zoo.extract.select_tasks``), shared by every stage, the continual run, the
-add-device run and ``tcl status``."""
+selection, ``tcl.zoo.extract.select_tasks``), shared by the stages and the add-device run."""
 from __future__ import annotations
 
 import polars as pl
@@ -25,7 +24,3 @@ def selected_tasks(params: Params) -> pl.DataFrame:
     return select_tasks(params.paths, [i.key for i in instances(params)],
                         params.sample.max_train_tasks, params.sample.max_holdout_tasks)
 
-
-def training_tasks(params: Params) -> list[str]:
-    tasks = selected_tasks(params)
-    return sorted(tasks.filter(~pl.col("holdout"))["task_id"].to_list())

@@ -381,6 +381,16 @@ class NetworkInstance:
         return NETWORKS[self.network].example(self.batch, self.size)
 
 
+def network_kind(network: str) -> tuple[str, str]:
+    """(kind, name) of a zoo network, for saying where a record comes from: kind
+    ``reference`` (the first eleven), ``families`` (the long tail) or ``user`` (a network tcl
+    does not ship: ``tcl zoo add``); name: its family, or its own name."""
+    spec = NETWORKS.get(network)
+    if spec is None:
+        return "user", network
+    return ("families" if spec.long_tail else "reference"), spec.family_name
+
+
 def instance(network: str, batch: int, size: int) -> NetworkInstance:
     spec = NETWORKS[check_networks([network])[0]]
     return NetworkInstance(network, batch, size, spec.input_shape(batch, size),
