@@ -53,9 +53,13 @@ CHEAP = ("random", "xgb", "tenset-mlp")   # fitted first, every seed; then the o
 FEATURE_MODELS = ("xgb", "tenset-mlp")      # the kinds with a ``features`` option
 
 
+TRAIN_ON = ("all", "reference")   # what the models learn from besides the family left out
+
+
 def _job_key(row: dict) -> tuple:
-    # rows written before the feature views existed are the raw view
-    return row["device"], row["family"], row["model"], row["seed"], row.get("features", "raw")
+    # rows written before the feature views (the training choice) existed are raw (all)
+    return (row["device"], row["family"], row["model"], row["seed"], row.get("features", "raw"),
+            row.get("train_on", "all"))
 
 
 def done_jobs(results: Path) -> set[tuple]:
@@ -92,7 +96,7 @@ def device_data(paths: Paths, device: str) -> dict:
 
 def run_device(paths: Paths, device: str, models: list[str], seeds: list[int], hyper: dict,
                valid_fraction: float, results: Path, families: list[str],
-               features: str | None = None) -> None:
+               features: str | None = None, train_on: str = "all") -> None:
     from tcl.models import make_model
     from tcl.train import split_tasks
 
@@ -101,7 +105,7 @@ def run_device(paths: Paths, device: str, models: list[str], seeds: list[int], h
     view = lambda kind: "raw" if kind == "random" else \
         features or hyper.get(kind, {}).get("features", "raw")  # noqa: E731
     jobs = [(f, m, s) for f in families for m in models for s in seeds
-            if (device, f, m, s, view(m)) not in done]
+            if (device, f, m, s, view(m), train_on) not in done]
     if not jobs:
         print(f"{device}: every job is in {results}", file=sys.stderr)
         return
@@ -113,7 +117,10 @@ def run_device(paths: Paths, device: str, models: list[str], seeds: list[int], h
         if not test_ids:
             print(f"{device} {family}: no measured task; skipped", file=sys.stderr)
             continue
-        pool = sorted(have - fam[family] - held)
+        # reference: the other families' tasks are left out of training too (what the
+        # families' records add, issue 27 point 1)
+        pool = sorted(have - fam[family] - held - (every_family if train_on == "reference"
+                                                    else set()))
         train_ids, valid_ids = split_tasks(pool, valid_fraction, seed)
         pick = lambda ids: everything.subset(np.flatnonzero(np.isin(tids, ids)))  # noqa: E731
         test = pick(test_ids)
@@ -136,6 +143,7 @@ def run_device(paths: Paths, device: str, models: list[str], seeds: list[int], h
             for row in per_task.iter_rows(named=True):
                 out.write(json.dumps({"device": device, "family": family, "model": kind,
                                       "seed": seed, "features": view(kind),
+                                      "train_on": train_on,
                                       "n_train_programs": n_train,
                                       "n_train_tasks": len(train_ids), "fit_secs": round(secs, 1),
                                       "shared_with_other_families": others,
@@ -151,12 +159,14 @@ def run_device(paths: Paths, device: str, models: list[str], seeds: list[int], h
 # Summary
 
 
-def _frame(results: Path) -> pl.DataFrame:
-    if not results.is_file():
-        raise TclError(f"{results} does not exist: run the benchmark first (without --summarize)")
-    rows = [json.loads(line) for line in results.read_text().splitlines() if line]
+def _frame(results: list[Path]) -> pl.DataFrame:
+    rows = []
+    for f in results:
+        if not f.is_file():
+            raise TclError(f"{f} does not exist: run the benchmark first (without --summarize)")
+        rows += [json.loads(line) for line in f.read_text().splitlines() if line]
     if not rows:
-        raise TclError(f"{results} holds no results yet")
+        raise TclError(f"{', '.join(map(str, results))} hold no results yet")
     frame = pl.DataFrame(rows, infer_schema_length=None).with_columns(
         pl.col("best", "pick1", "pick5").fill_null(float("inf")))
     if "features" in frame.columns:   # a view other than raw is a model of its own: "xgb:size"
@@ -164,6 +174,10 @@ def _frame(results: Path) -> pl.DataFrame:
                                    .then(pl.col("model"))
                                    .otherwise(pl.col("model") + ":" + pl.col("features"))
                                    .alias("model"))
+    if "train_on" in frame.columns:   # and so is training on the reference tasks only: "@ref"
+        frame = frame.with_columns(pl.when(pl.col("train_on").fill_null("all") == "all")
+                                   .then(pl.col("model"))
+                                   .otherwise(pl.col("model") + "@ref").alias("model"))
     return frame
 
 
@@ -250,13 +264,46 @@ def plot(fam: pl.DataFrame, models: list[str], out: Path) -> None:
     fig.savefig(out, dpi=110)
 
 
-def summarize(results: Path, paths: Paths, plot_file: Path | None) -> None:
+# Issue 27's targets for the default model, per family and device.
+TARGET_TOP1_OVER_RANDOM = 0.15
+TARGET_PAIRWISE = 0.65
+
+
+def targets(fam: pl.DataFrame, model: str) -> str:
+    """Met or missed, per family and device, for ``model``: top-1 >= random's + 0.15, top-1
+    never below random's, pairwise >= 0.65 (means over seeds)."""
+    stats = mean_se(fam, ["device", "family", "model"], ["top1", "pairwise"])
+    lines = [f"| device | family | random top-1 | {model} top-1 | {model} pairwise | "
+             "top-1 >= random + 0.15 | top-1 >= random | pairwise >= 0.65 |",
+             "|---|---|---|---|---|---|---|---|"]
+    met = total = 0
+    for (device, family), g in stats.group_by(["device", "family"], maintain_order=True):
+        by = {r["model"]: r for r in g.iter_rows(named=True)}
+        if model not in by or "random" not in by:
+            continue
+        m, r = by[model], by["random"]
+        checks = [m["top1"] >= r["top1"] + TARGET_TOP1_OVER_RANDOM, m["top1"] >= r["top1"],
+                  m["pairwise"] >= TARGET_PAIRWISE]
+        total += 1
+        met += all(checks)
+        word = lambda ok: "met" if ok else "**missed**"  # noqa: E731
+        lines.append(f"| {device} | {family} | {_cell(r['top1'], r['top1_se'])} | "
+                     f"{_cell(m['top1'], m['top1_se'])} | "
+                     f"{_cell(m['pairwise'], m['pairwise_se'])} | "
+                     + " | ".join(word(c) for c in checks) + " |")
+    lines.append(f"\n{model}: all three targets met in {met} of {total} (device, family) cells")
+    return "\n".join(lines)
+
+
+def summarize(results: list[Path], paths: Paths, plot_file: Path | None,
+              target_model: str | None = None) -> None:
     frame = _frame(results)
     fam, cls = per_run(frame, paths)
     order = ["random", "xgb", "tenset-mlp", "mamba", "tlp"]
     models = [m for m in order if m in set(fam["model"])] + \
         sorted(set(fam["model"]) - set(order))
-    print(f"Leave one family out ({results}); mean±SE over seeds. Top-1 (TenSet score, mean "
+    print(f"Leave one family out ({', '.join(map(str, results))}); mean±SE over seeds. Top-1 "
+          "(TenSet score, mean "
           "over the family's networks):\n")
     print(markdown(fam, "family", "top1", models))
     print("\nPairwise accuracy (pooled over the family's tasks):\n")
@@ -267,6 +314,9 @@ def summarize(results: Path, paths: Paths, plot_file: Path | None) -> None:
     print(markdown(cls, "op_class", "top1", models))
     print("\nPairwise accuracy per operator class:\n")
     print(markdown(cls, "op_class", "pairwise", models))
+    if target_model is not None:
+        print(f"\nTargets (issue 27) for {target_model}:\n")
+        print(targets(fam, target_model))
     seeds = frame.group_by("device", "family", "model").agg(pl.col("seed").n_unique())
     print(f"\nseeds per (device, family, model): {seeds['seed'].min()}-{seeds['seed'].max()}")
     if plot_file is not None:
@@ -295,7 +345,7 @@ def run(args, paths: Paths, results: Path) -> None:
     for device in args.devices.split(","):
         fit = lambda kinds, seeds_: run_device(  # noqa: E731
             paths, device, kinds, seeds_, params.train.hyper, params.train.valid_fraction,
-            results, families, args.features)
+            results, families, args.features, args.train_on)
         if "random" in models:
             fit(["random"], random_seeds)
         for kind in [m for m in cheap if m != "random"]:
@@ -319,14 +369,23 @@ def main(argv: list[str] | None = None) -> int:
                     help="per-store feature view of the models (tcl.features.feature_view; "
                          "default: train.hyper's, else raw), recorded in each row; rows of "
                          "different views never mix")
-    ap.add_argument("--results", default="docs/bench-long-tail.jsonl")
+    ap.add_argument("--train-on", choices=TRAIN_ON, default="all",
+                    help="all: every other measured task (the reference tasks and the other "
+                         "families); reference: the reference tasks only (a model of its own "
+                         "in the summary, model@ref)")
+    ap.add_argument("--results", default="docs/bench-long-tail.jsonl",
+                    help="the results file; with --summarize, several comma-separated")
+    ap.add_argument("--targets", metavar="MODEL",
+                    help="with --summarize: issue 27's targets for this model, e.g. "
+                         "tenset-mlp:size")
     ap.add_argument("--summarize", action="store_true")
     ap.add_argument("--plot", help="with --summarize: write the plot here")
     args = ap.parse_args(argv)
     paths, results = Paths(Path(args.data).resolve()), Path(args.results)
     if args.summarize:
         return report_errors("long_tail", lambda: summarize(
-            results, paths, Path(args.plot) if args.plot else None))
+            [Path(f) for f in args.results.split(",")], paths,
+            Path(args.plot) if args.plot else None, args.targets))
     return report_errors("long_tail", lambda: run(args, paths, results))
 
 

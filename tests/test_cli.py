@@ -53,6 +53,24 @@ def test_dry_run_prints_tasks_programs_and_estimate_then_query(paths, capsys):
     # --max-tasks caps each split: 3 held-out and 3 training tasks
     assert "6 tasks x up to 8 programs: 48 to measure" in out and "min at" in out
     assert not paths.records_dir.exists()  # a dry run measures nothing
+    # --new-tasks: a task that another host measured on this device is not measured again
+    from test_store import rows
+
+    from tcl.store.catalog import query
+    from tcl.store.records import RecordStore
+
+    planned = [line.split()[0] for line in out.splitlines() if "to measure" in line][1:]
+    RecordStore(paths).append(rows(task=planned[0], n=1))   # host "cpu": not this host
+    code, out, _ = run(capsys, "--data", str(paths.root), "collect", "--device", "cpu-avx2",
+                       "--networks", "bert_tiny", "--small", "--max-tasks", "3",
+                       "--programs-per-task", "8", "--dry-run")
+    assert "6 tasks x up to 8 programs: 48 to measure" in out   # another host's record
+    code, out, _ = run(capsys, "--data", str(paths.root), "collect", "--device", "cpu-avx2",
+                       "--networks", "bert_tiny", "--small", "--max-tasks", "3",
+                       "--programs-per-task", "8", "--dry-run", "--new-tasks")
+    assert code == 0 and "5 tasks x up to 8 programs: 40 to measure" in out
+    assert planned[0] not in out
+    assert query(paths, "select count(*) n from records")["n"][0] == 1
     code, out, _ = run(capsys, "--data", str(paths.root), "query",
                        "select count(*) as n_tasks from tasks")
     assert code == 0 and "n_tasks" in out

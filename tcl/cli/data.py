@@ -16,6 +16,7 @@ from ..measure.active import Selection, plan_active, select_and_measure, teacher
 from ..measure.collect import collect, plan
 from ..models import load_model
 from ..sampling import MAX_PROGRAMS_PER_TASK
+from ..store.catalog import records
 from ..store.records import RecordStore
 from .common import (_paths, _print_frame, _zoo_tasks, budget_arg, float_in, int_in,
                      network_selection, out_path)
@@ -41,6 +42,10 @@ def cmd_collect(args) -> int:
                        "come first")
     if args.deploy_first and args.per_task == "no":
         raise TclError("--deploy-first splits the budget per task: drop --per-task no")
+    if args.new_tasks:
+        # A task's programs then all come from one host: labels compare programs within a task.
+        have = records(paths, device.name, ["task_id"])["task_id"].unique().to_list()
+        tasks = tasks.filter(~pl.col("task_id").is_in(have))
     if args.select:
         return _active_collect(args, paths, device, tasks)
     if args.dry_run:
@@ -176,6 +181,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0)
     c.add_argument("--batch-size", type=int_in(1, 4096), default=64)
     c.add_argument("--dry-run", action="store_true", help="print the plan and estimated time")
+    c.add_argument("--new-tasks", action="store_true",
+                   help="only tasks that hold no record of this device yet, from any host "
+                        "(another host's tasks are not measured again here)")
     c.add_argument("--select", choices=["rdu", "random", "kcenter", "uncertainty",
                                         "representative", "balto", "typiclust"],
                    help="measure only what this sampler picks from the pool "
