@@ -164,7 +164,8 @@ def _frame(results: list[Path]) -> pl.DataFrame:
     for f in results:
         if not f.is_file():
             raise TclError(f"{f} does not exist: run the benchmark first (without --summarize)")
-        rows += [json.loads(line) for line in f.read_text().splitlines() if line]
+        rows += [{**json.loads(line), "_file": f.name} for line in f.read_text().splitlines()
+                 if line]
     if not rows:
         raise TclError(f"{', '.join(map(str, results))} hold no results yet")
     frame = pl.DataFrame(rows, infer_schema_length=None).with_columns(
@@ -296,8 +297,17 @@ def targets(fam: pl.DataFrame, model: str) -> str:
 
 
 def summarize(results: list[Path], paths: Paths, plot_file: Path | None,
-              target_model: str | None = None) -> None:
+              target_model: str | None = None, only: list[str] | None = None) -> None:
     frame = _frame(results)
+    if only:   # per file, e.g. random from one and the seeded kinds from another
+        keep = pl.lit(False)
+        for label in only:
+            name, _, source = label.partition("=")
+            cond = pl.col("model") == name
+            if source:
+                cond = cond & (pl.col("_file") == source)
+            keep = keep | cond
+        frame = frame.filter(keep)
     fam, cls = per_run(frame, paths)
     order = ["random", "xgb", "tenset-mlp", "mamba", "tlp"]
     models = [m for m in order if m in set(fam["model"])] + \
@@ -375,6 +385,9 @@ def main(argv: list[str] | None = None) -> int:
                          "in the summary, model@ref)")
     ap.add_argument("--results", default="docs/bench-long-tail.jsonl",
                     help="the results file; with --summarize, several comma-separated")
+    ap.add_argument("--only", help="with --summarize: only these models (labels as in the "
+                                   "tables, e.g. random,xgb:size), each optionally from one "
+                                   "results file: mamba=bench-long-tail-seeds.jsonl")
     ap.add_argument("--targets", metavar="MODEL",
                     help="with --summarize: issue 27's targets for this model, e.g. "
                          "tenset-mlp:size")
@@ -385,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.summarize:
         return report_errors("long_tail", lambda: summarize(
             [Path(f) for f in args.results.split(",")], paths,
-            Path(args.plot) if args.plot else None, args.targets))
+            Path(args.plot) if args.plot else None, args.targets,
+            args.only.split(",") if args.only else None))
     return report_errors("long_tail", lambda: run(args, paths, results))
 
 
