@@ -46,6 +46,14 @@ from tcl.config import Paths, TclError
 from tcl.metrics import standard_error as _se
 
 MODELS = ("tcl", "tenset-mlp", "xgb-online", "random")
+DEFAULT_SEARCH = (512, 4)   # MetaSchedule's EvolutionarySearch: population, generations
+
+
+def search_of(row: dict) -> tuple[int, int] | None:
+    """(population, generations) a row's run searched with; None for a row older than the
+    field (rows of one results file share one command's search: docs/results.md says which)."""
+    s = row.get("search")
+    return (s["population"], s["generations"]) if s else None
 
 
 def tcl_model(paths: Paths, device: str) -> str:
@@ -125,7 +133,11 @@ def run(args) -> None:
     if results.exists():
         for line in results.read_text().splitlines():
             r = json.loads(line)
-            done.add((r["network_arg"], r["device"], r["model_arg"], r["update"], r["seed"]))
+            done.add((r["network_arg"], r["device"], r["model_arg"], r["update"], r["seed"],
+                      search_of(r)))
+    search = (args.population, args.generations)
+    # runs of another search size get their own directory (the default's keep the old name)
+    tag = "" if search == DEFAULT_SEARCH else f"-p{search[0]}g{search[1]}"
     for seed in [int(s) for s in args.seeds.split(",")]:   # seed outermost: seed 0 of all first
         for network in args.networks.split(","):
             for device in args.devices.split(","):
@@ -133,12 +145,12 @@ def run(args) -> None:
                     updates = ["none"] + (["refit"] if model in refit else []) + \
                         (["residual"] if model in residual else [])
                     for update in updates:
-                        key = (network, device, model, update, seed)
+                        key = (network, device, model, update, seed, search)
                         if key in done:
                             continue
                         which = tcl_model(paths, device) if model == "tcl" else model
                         # an interrupted run is set aside (its records kept) and starts over
-                        out = Path(args.work) / f"{network}-{device}-{model}-{update}-s{seed}"
+                        out = Path(args.work) / f"{network}-{device}-{model}-{update}-s{seed}{tag}"
                         try:
                             r = tune_network(paths, network, device, which, trials=args.trials,
                                              update=update, seed=seed, out=out, progress=False,
@@ -296,8 +308,11 @@ def _overhead_split(runs: list[dict]) -> str:
     return "/".join(f"{x:.0f}" for x in share) + "%"
 
 
-def _label(model: str, update: str, description: str) -> str:
+def _label(model: str, update: str, description: str,
+           search: tuple[int, int] | None = None) -> str:
     name = model + ("" if update == "none" else f" ({update})")
+    if search not in (None, DEFAULT_SEARCH):
+        name += f" {search[0]}x{search[1]}"   # population x generations
     return name + (f" [{description.split(' (')[0]}]" if model == "tcl" else "")
 
 
@@ -345,7 +360,8 @@ def summarize(results: Path, plot: str | None = None, reference: str = "xgb-onli
         groups.setdefault((r["network_arg"], r["device"]), []).append(r)
     targets = []
     for (network, device), runs in groups.items():
-        ref = [r for r in runs if r["model_arg"] == reference and r["update"] == "none"]
+        ref = [r for r in runs if r["model_arg"] == reference and r["update"] == "none"
+               and search_of(r) in (None, DEFAULT_SEARCH)]
         # the reference's final latency on the curve (tasks' best, weighted), mean over its seeds
         target = np.mean([r["curve"][-1]["estimate_ms"] for r in ref]) if ref else math.nan
         ref_wall = np.nanmean([_reach(r["curve"], target)[1] for r in ref]) if ref else math.nan
@@ -353,8 +369,8 @@ def summarize(results: Path, plot: str | None = None, reference: str = "xgb-onli
         ref_best = per_task_best(ref)
         by_model: dict[tuple, list[dict]] = {}
         for r in runs:
-            by_model.setdefault((r["model_arg"], r["update"]), []).append(r)
-        for (model, update), g in by_model.items():
+            by_model.setdefault((r["model_arg"], r["update"], search_of(r)), []).append(r)
+        for (model, update, search), g in by_model.items():
             lat = [r["latency_ms"] for r in g]
             reach = np.array([_reach(r["curve"], target) for r in g])
             # runs that never reach the target count as not reaching it: the mean is over those
@@ -372,7 +388,8 @@ def summarize(results: Path, plot: str | None = None, reference: str = "xgb-onli
             task_cell = (f"{task_trials:.0f} ({np.mean([p[1] for p in per_task]):.0f}/"
                          f"{len(ref_best)})" if task_trials == task_trials else "-")
             ms = ".2f" if np.mean(lat) < 10 else ".1f"
-            print(f"| {network} | {device} | {_label(model, update, g[0]['model'])} | {len(g)} | "
+            label = _label(model, update, g[0]["model"], search)
+            print(f"| {network} | {device} | {label} | {len(g)} | "
                   f"{int(np.mean([r['trials'] for r in g]))} | "
                   f"{_f(np.mean(lat), ms)} ± {_f(_se(lat), ms)} | "
                   f"{_f(np.mean([r['torch_ms'] for r in g]), ms)} | {_f(trials, '.0f')}{reached} | "
@@ -384,7 +401,7 @@ def summarize(results: Path, plot: str | None = None, reference: str = "xgb-onli
             if model == "tcl" and ref:
                 ref_trials = np.mean([sum(len(s) for s in r.get("sequences", {}).values())
                                       or r["trials"] for r in ref])
-                targets.append((g[0]["network"], device, _label(model, update, g[0]["model"]),
+                targets.append((g[0]["network"], device, label,
                                 np.mean(lat) / np.mean([r["latency_ms"] for r in ref]),
                                 (task_trials + g[0]["data_records"]) / ref_trials
                                 if task_trials == task_trials else math.nan,
@@ -440,7 +457,7 @@ def _plot(groups: dict[tuple, list[dict]], out: str) -> None:
     colors: dict[str, str] = {}
     for ax, ((network, device), runs) in zip(axes[0], groups.items()):
         for r in runs:
-            label = _label(r["model_arg"], r["update"], r["model"]).split(" [")[0]
+            label = _label(r["model_arg"], r["update"], r["model"], search_of(r)).split(" [")[0]
             color = colors.setdefault(label, f"C{len(colors)}")
             xs = [p["wall_s"] for p in r["curve"]]
             ys = [p["estimate_ms"] if p["estimate_ms"] is not None else math.nan

@@ -82,6 +82,8 @@ class TuneResult:
     # candidates scored, and the adapter's feature cache (tcl models only)
     time_split: dict = field(default_factory=dict)
     scoring: dict = field(default_factory=dict)
+    # the evolutionary search's size: schedules scored per generation, and generations
+    search: dict = field(default_factory=dict)
 
     @property
     def overhead_share(self) -> float:
@@ -507,7 +509,8 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
                         len(tasks), per_task, mean, std, torch_ms, err, round(tune_s, 1),
                         round(watch.build_s, 1), round(watch.run_s, 1), round(compile_s, 1),
                         stats.records, str(out), callback.curve, online, time_split=split,
-                        scoring=scoring)
+                        scoring=scoring,
+                        search={"population": population, "generations": generations})
     write_curve(result, out)
     summary = {k: v for k, v in asdict(result).items() if k != "curve"}
     (out / "summary.json").write_text(json.dumps(
