@@ -46,14 +46,16 @@ from tcl.config import Paths, TclError
 from tcl.metrics import standard_error as _se
 
 MODELS = ("tcl", "tenset-mlp", "xgb-online", "random")
-DEFAULT_SEARCH = (512, 4)   # MetaSchedule's EvolutionarySearch: population, generations
+# MetaSchedule's defaults: EvolutionarySearch's population and generations, the task scheduler
+DEFAULT_SEARCH = (512, 4, "gradient")
 
 
-def search_of(row: dict) -> tuple[int, int] | None:
-    """(population, generations) a row's run searched with; None for a row older than the
-    field (rows of one results file share one command's search: docs/results.md says which)."""
+def search_of(row: dict) -> tuple[int, int, str] | None:
+    """(population, generations, task scheduler) a row's run searched with; None for a row
+    older than the field (rows of one results file share one command's search: docs/results.md
+    says which); gradient for a row older than the scheduler's field (tcl tune had no other)."""
     s = row.get("search")
-    return (s["population"], s["generations"]) if s else None
+    return (s["population"], s["generations"], s.get("scheduler", "gradient")) if s else None
 
 
 def tcl_model(paths: Paths, device: str) -> str:
@@ -135,9 +137,10 @@ def run(args) -> None:
             r = json.loads(line)
             done.add((r["network_arg"], r["device"], r["model_arg"], r["update"], r["seed"],
                       search_of(r)))
-    search = (args.population, args.generations)
-    # runs of another search size get their own directory (the default's keep the old name)
-    tag = "" if search == DEFAULT_SEARCH else f"-p{search[0]}g{search[1]}"
+    search = (args.population, args.generations, args.scheduler)
+    # runs of another search get their own directory (the default's keep the old name)
+    tag = "" if search[:2] == DEFAULT_SEARCH[:2] else f"-p{search[0]}g{search[1]}"
+    tag += "" if args.scheduler == DEFAULT_SEARCH[2] else f"-{args.scheduler}"
     for seed in [int(s) for s in args.seeds.split(",")]:   # seed outermost: seed 0 of all first
         for network in args.networks.split(","):
             for device in args.devices.split(","):
@@ -155,7 +158,8 @@ def run(args) -> None:
                             r = tune_network(paths, network, device, which, trials=args.trials,
                                              update=update, seed=seed, out=out, progress=False,
                                              population=args.population,
-                                             generations=args.generations)
+                                             generations=args.generations,
+                                             scheduler=args.scheduler)
                         except Exception as e:  # noqa: BLE001 - one failed run: say so, go on
                             print(f"{network} {device} {model}/{update} seed {seed}: FAILED: "
                                   f"{type(e).__name__}: {e}", file=sys.stderr)
@@ -309,10 +313,12 @@ def _overhead_split(runs: list[dict]) -> str:
 
 
 def _label(model: str, update: str, description: str,
-           search: tuple[int, int] | None = None) -> str:
+           search: tuple[int, int, str] | None = None) -> str:
     name = model + ("" if update == "none" else f" ({update})")
-    if search not in (None, DEFAULT_SEARCH):
+    if search is not None and search[:2] != DEFAULT_SEARCH[:2]:
         name += f" {search[0]}x{search[1]}"   # population x generations
+    if search is not None and search[2] != DEFAULT_SEARCH[2]:
+        name += f", {search[2]}"
     return name + (f" [{description.split(' (')[0]}]" if model == "tcl" else "")
 
 
@@ -489,6 +495,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0,1")
     ap.add_argument("--population", type=int, default=512, help="tcl tune --population")
     ap.add_argument("--generations", type=int, default=4, help="tcl tune --generations")
+    ap.add_argument("--scheduler", default="gradient", choices=("gradient", "round-robin"),
+                    help="tcl tune --scheduler (MetaSchedule's default here: gradient)")
     ap.add_argument("--results", default="docs/bench-tuning.jsonl")
     ap.add_argument("--work", default="data/.cache/bench-tuning", help="tuning run directories")
     ap.add_argument("--in-place", action="store_true",

@@ -38,10 +38,11 @@ from tvm.ir.utils import derived_object  # noqa: E402
 
 
 def run_latency(result) -> float:
-    """A runner result's latency (mean of its repeats), NaN when it failed: tcl.metrics counts
-    NaN as invalid (label 0)."""
+    """A runner result's (or a database's tuning record's) latency, the mean of its repeats;
+    NaN when it failed: tcl.metrics counts NaN as invalid (label 0)."""
     secs = [float(s) for s in (result.run_secs or [])]
-    if result.error_msg is not None or not secs or max(secs) >= FAILED_RUN_SECS:
+    if getattr(result, "error_msg", None) is not None or not secs or \
+            max(secs) >= FAILED_RUN_SECS:
         return float("nan")
     return float(np.mean(secs))
 

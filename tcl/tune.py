@@ -1,8 +1,9 @@
 """``tcl tune``: tune a network's Relax module with MetaSchedule, driven by a chosen cost model;
 compile it with the tuned database, check it against PyTorch and time it end to end.
 
-The search is MetaSchedule's own (``relax_integration.tune_relax``: the gradient task
-scheduler, evolutionary search, the builder and runner tcl measures with); only the cost model
+The search is MetaSchedule's own (what ``relax_integration.tune_relax`` runs: task extraction,
+``tune_tasks`` with the gradient task scheduler and evolutionary search, the builder and runner
+tcl measures with; tcl calls its two steps itself so that a run can resume); only the cost model
 changes: a tcl model through the ``PyCostModel`` adapter (``tcl.models.adapter``), frozen
 (``update="none"``), refit on what the search measures (``"refit"``) or kept as a prior that an
 online XGBoost corrects on its residual (``"residual"``: ``tcl.models.residual``); MetaSchedule's
@@ -19,6 +20,9 @@ tasks' best measured latencies, weighted, against trials and wall time), ``summa
 task and weighted like the network, as each round's model scored them and as the final model
 does: ``tcl.online``) and ``time_split`` (where the tuning wall time went: ``time_split``).
 The tuning records join the store with source ``tune``, so tuning logs become training data.
+An interrupted run resumes where it stopped when started again with the same parameters and
+``out`` (``run.json``): its measured rounds stay in its database and the rest of the budget
+goes to the tasks it had not reached (``resume_state``).
 ``plan_tuning`` says what a run would do and about how long it would take, without tuning.
 """
 from __future__ import annotations
@@ -52,7 +56,15 @@ from .zoo.extract import load_networks, relax_module
 MODELS_HELP = "latest | a trained kind (mamba, tenset-mlp, tlp, xgb) | xgb-online | random | FILE"
 ONLINE = {"xgb-online": "xgb", "random": "random"}   # MetaSchedule's own cost models
 UPDATE_MODES = ("none", "refit", "residual")         # tcl.models.adapter.UPDATE_MODES
+# MetaSchedule's task schedulers. "gradient" (its default) gives every task a first round
+# without collecting any result (no task is joined until the round robin ends), so during that
+# round no measurement reaches the database, the curve or an online model (xgb-online, refit,
+# residual learn nothing); "round-robin" joins each task once its runs are done. "auto": round
+# robin while the budget is at most one round per task (the same allocation), else gradient.
+SCHEDULERS = ("auto", "gradient", "round-robin")
 TOLERANCE = {"rtol": 1e-3, "atol": 1e-3}             # tuned outputs against PyTorch's, fp32
+RUN_FILE = "run.json"        # a run's parameters, written before it tunes: what a resume matches
+CURVE_FILE = "curve.jsonl"   # the curve's points as they come, for a resumed run to continue
 
 
 @dataclass
@@ -84,6 +96,9 @@ class TuneResult:
     scoring: dict = field(default_factory=dict)
     # the evolutionary search's size: schedules scored per generation, and generations
     search: dict = field(default_factory=dict)
+    # a run that continued an interrupted one (``resume_state``): its trials, tasks and tuning
+    # wall time before; tune_s, time_split and online cover this process's part only
+    resumed: dict = field(default_factory=dict)
 
     @property
     def overhead_share(self) -> float:
@@ -136,6 +151,15 @@ def report_lines(r: TuneResult) -> list[str]:
 
 def _fmt(x) -> str:
     return "-" if x is None else f"{x:.2f}"
+
+
+def task_scheduler(scheduler: str, trials: int, tasks: int, per_iter: int) -> str:
+    """The MetaSchedule task scheduler ``scheduler`` (one of ``SCHEDULERS``) means here."""
+    if scheduler not in SCHEDULERS:
+        raise TclError(f"scheduler {scheduler!r}: expected one of {', '.join(SCHEDULERS)}")
+    if scheduler != "auto":
+        return scheduler
+    return "round-robin" if trials <= tasks * per_iter else "gradient"
 
 
 def trials_per_iter(trials: int, tasks: int, key: str) -> int:
@@ -300,9 +324,13 @@ def cost_model_for(paths: Paths, device: str, model: str, update: str,
     return TclCostModel(scorer, update, base), f"{what} ({how})"
 
 
-def _progress_callback(total: int, weights: dict[int, float], show: bool):
-    """A MetaSchedule measure callback: the tasks' best latencies as trials come in (the curve)
-    and a progress line with trials, the estimated network latency and the ETA."""
+def _progress_callback(total: int, weights: dict[int, float], show: bool,
+                       tuned: list[int], before: ResumeState, curve_file: Path):
+    """A MetaSchedule measure callback: the tasks' best latencies as trials come in (the curve,
+    each point also appended to ``curve_file`` so that a resumed run continues it) and a
+    progress line with trials, the estimated network latency and the ETA. ``tuned`` maps the
+    scheduler's task ids to the network's (a resumed run tunes a subset); ``before``: what the
+    interrupted run had measured."""
     from tqdm import tqdm
 
     ms = meta_schedule()
@@ -314,14 +342,16 @@ def _progress_callback(total: int, weights: dict[int, float], show: bool):
     class Progress(ms.measure_callback.PyMeasureCallback):
         def __init__(self):
             super().__init__()
-            self.start = time.perf_counter()
-            self.best: dict[int, float] = {}
-            self.trials: dict[int, int] = {}
-            self.curve: list[dict] = []
-            self.bar = tqdm(total=total, unit="trial", desc="tune", disable=not show)
+            self.start = time.perf_counter() - before.wall_s
+            self.best: dict[int, float] = dict(before.best)
+            self.trials: dict[int, int] = dict(before.trials)
+            self.curve: list[dict] = list(before.curve)
+            self.bar = tqdm(total=total, initial=sum(before.trials.values()), unit="trial",
+                            desc="tune", disable=not show)
 
         def apply(self, task_scheduler, task_id, measure_candidates, builder_results,
                   runner_results) -> None:
+            task_id = tuned[task_id]
             for r in runner_results:
                 latency = run_latency(r)
                 if latency == latency:   # not NaN: the run succeeded
@@ -336,6 +366,8 @@ def _progress_callback(total: int, weights: dict[int, float], show: bool):
             elapsed = time.perf_counter() - self.start
             self.curve.append({"trials": n, "wall_s": round(elapsed, 2),
                                "estimate_ms": estimate})
+            with curve_file.open("a") as f:
+                f.write(json.dumps(self.curve[-1]) + "\n")
             self.bar.update(len(measure_candidates))
             self.bar.set_postfix_str("best est. " + (f"{estimate:.2f} ms" if estimate == estimate
                                                      else f"- ({len(self.best)}/{len(weights)} tasks)"))
@@ -422,13 +454,14 @@ def _reset_meta_schedule_logging() -> None:
 
 def tune_network(paths: Paths, network: str, device_name: str, model: str = "latest", *,
                  trials: int = 1000, update: str = "none", seed: int = 0,
-                 population: int = 512, generations: int = 4,
+                 population: int = 512, generations: int = 4, scheduler: str = "auto",
                  out: str | Path | None = None, progress: bool = True,
                  any_device: bool = False) -> TuneResult:
     """Tune ``network`` for ``device_name`` with ``trials`` measured candidates, MetaSchedule's
     evolutionary search (``population`` schedules scored by the model per generation, for
     ``generations`` generations: MetaSchedule's defaults are 512 and 4) guided by ``model``
-    (``any_device``: even one made for another device)."""
+    (``any_device``: even one made for another device), tasks picked by ``scheduler``
+    (``SCHEDULERS``)."""
     import torch
 
     if population < 2 or generations < 0:
@@ -446,20 +479,41 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     cm, what = cost_model_for(paths, device_name, model, update, any_device)
     out = Path(out) if out else paths.tuning_dir / \
         f"{inst.key}-{device_name}-{Path(model).stem}-{update}-s{seed}"
-    _set_aside_interrupted(paths, out, device)
+    if scheduler not in SCHEDULERS:
+        raise TclError(f"scheduler {scheduler!r}: expected one of {', '.join(SCHEDULERS)}")
+    run = {"network": inst.key, "device": device_name, "model": model, "update": update,
+           "seed": seed, "trials": trials, "population": population, "generations": generations,
+           "scheduler": scheduler}
+    resuming = _prepare_out(paths, out, device, run)
     out.mkdir(parents=True, exist_ok=True)
+    (out / RUN_FILE).write_text(json.dumps(run) + "\n")
     torch.manual_seed(seed)
     net, example = inst.module(), inst.example()
     mod = relax_module(inst, net, example)
     target = device.tvm_target()
-    tasks = ms.relax_integration.extract_tasks(mod, target)
+    # an already scheduled task has nothing to tune (tune_relax skips it too)
+    tasks = [t for t in ms.relax_integration.extract_tasks(mod, target)
+             if not t.mod.attrs.get("tirx.is_scheduled", False)]
     per_iter = trials_per_iter(trials, len(tasks), inst.key)
+    kind = task_scheduler(scheduler, trials, len(tasks), per_iter)
+    before = resume_state(out, tasks) if resuming else ResumeState()
+    # Resumed: the rest of the budget, to the tasks the interrupted run had not reached (a
+    # round's measurements enter the database together when its task is joined, so a task has
+    # all of its first round or none), or to every task once all had theirs
+    todo = [i for i in range(len(tasks)) if i not in before.trials] or list(range(len(tasks)))
+    left = trials - before.measured
+    if resuming:
+        import sys
+
+        print(f"tune: resuming the interrupted run in {out}: {before.measured} of {trials} "
+              f"trials measured on {len(before.trials)} of {len(tasks)} tasks; {max(0, left)} "
+              f"left for {len(todo)} tasks", file=sys.stderr)
     # MetaSchedule's own models are made here as tune_tasks makes them, so they can be wrapped
     scored = ScoredCostModel(cm if not isinstance(cm, str) else ms.cost_model.CostModel.create(
         cm, num_tuning_cores=ms.utils.cpu_count(logical=False), tree_method="auto"))
     weights = {i: float(t.weight) for i, t in enumerate(tasks)}
-    callback = _progress_callback(trials, weights, progress)
-    (out / "database").mkdir()
+    callback = _progress_callback(trials, weights, progress, todo, before, out / CURVE_FILE)
+    (out / "database").mkdir(exist_ok=True)
     database = ms.database.JSONDatabase(work_dir=str(out / "database"))
     _reset_meta_schedule_logging()
     start = time.perf_counter()
@@ -468,14 +522,18 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
         genetic_num_iters=generations)
     watch = Stopwatch()
     builder, runner = timed(pooled_builder(), make_runner(device), watch)
-    ms.relax_integration.tune_relax(
-        mod, {}, target, work_dir=str(out / "work"), max_trials_global=trials,
-        num_trials_per_iter=per_iter, builder=builder, runner=runner,
-        database=database, cost_model=scored, strategy=strategy,
-        measure_callbacks=[ms.measure_callback.AddToDatabase(),
-                           ms.measure_callback.RemoveBuildArtifact(),
-                           ms.measure_callback.UpdateCostModel(), callback],
-        seed=seed)
+    if left > 0:
+        # what tune_relax does after extracting the tasks; every task's context is made, so
+        # each keeps the random stream a run of all tasks gives it (fork_seed, in task order)
+        contexts, _ = ms.relax_integration.extracted_tasks_to_tune_contexts(
+            tasks, work_dir=str(out / "work"), strategy=strategy, seed=seed)
+        ms.tune_tasks(
+            tasks=[contexts[i] for i in todo], task_weights=[tasks[i].weight for i in todo],
+            work_dir=str(out / "work"), max_trials_global=left, num_trials_per_iter=per_iter,
+            builder=builder, runner=runner, database=database, cost_model=scored,
+            task_scheduler=kind, measure_callbacks=[ms.measure_callback.AddToDatabase(),
+                               ms.measure_callback.RemoveBuildArtifact(),
+                               ms.measure_callback.UpdateCostModel(), callback])
     tune_s = time.perf_counter() - start
     callback.bar.close()
     split = time_split(tune_s, watch.build_s, watch.run_s, scored.seconds())
@@ -510,7 +568,10 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
                         round(watch.build_s, 1), round(watch.run_s, 1), round(compile_s, 1),
                         stats.records, str(out), callback.curve, online, time_split=split,
                         scoring=scoring,
-                        search={"population": population, "generations": generations})
+                        search={"population": population, "generations": generations,
+                                "scheduler": kind},
+                        resumed={"trials": before.measured, "tasks": len(before.trials),
+                                 "wall_s": before.wall_s} if resuming else {})
     write_curve(result, out)
     summary = {k: v for k, v in asdict(result).items() if k != "curve"}
     (out / "summary.json").write_text(json.dumps(
@@ -518,17 +579,70 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     return result
 
 
-def _set_aside_interrupted(paths: Paths, out: Path, device) -> None:
-    """A tuning run starts over in a fresh ``out``. A finished run there is refused; one that
-    was interrupted (no ``summary.json``) gives its measurements to the store (source ``tune``)
-    and is moved aside to ``<out>.interrupted-<n>``, and the new run says so."""
+
+@dataclass
+class ResumeState:
+    """What an interrupted run in the same directory had done (``resume_state``): measured
+    trials and best latency (s) per task (the network's task index), its curve and wall time."""
+
+    trials: dict[int, int] = field(default_factory=dict)
+    best: dict[int, float] = field(default_factory=dict)
+    curve: list[dict] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def measured(self) -> int:
+        return sum(self.trials.values())
+
+
+def resume_state(out: Path, tasks) -> ResumeState:
+    """The interrupted run's tuning records (its database, matched to ``tasks`` by the task
+    module's structural hash, as MetaSchedule's database matches workloads) and curve file."""
+    import tvm_ffi
+
+    from .online import run_latency   # lazy: MetaSchedule (~25 s)
+
+    state = ResumeState()
+    if (out / CURVE_FILE).is_file():
+        state.curve = [json.loads(line) for line in (out / CURVE_FILE).read_text().splitlines()
+                       if line.strip()]
+        state.wall_s = state.curve[-1]["wall_s"] if state.curve else 0.0
+    records = out / "database" / "database_tuning_record.json"
+    if not records.is_file() or not records.stat().st_size:
+        return state
+    index = {tvm_ffi.structural_hash(t.dispatched[0]): i for i, t in enumerate(tasks)}
+    db = meta_schedule().database.JSONDatabase(work_dir=str(out / "database"))
+    for rec in db.get_all_tuning_records():
+        i = index.get(tvm_ffi.structural_hash(rec.workload.mod))
+        if i is None:
+            raise TclError(f"{out}'s database holds a task that is not one of this network's: "
+                           "not the run to resume (choose another --out)")
+        state.trials[i] = state.trials.get(i, 0) + 1
+        latency = run_latency(rec)
+        if latency == latency:
+            state.best[i] = min(state.best.get(i, np.inf), latency)
+    return state
+
+
+def _prepare_out(paths: Paths, out: Path, device, run: dict) -> bool:
+    """Whether the run resumes one interrupted in ``out``. A finished run there is refused. An
+    interrupted one (no ``summary.json``) of the same parameters (``RUN_FILE``: network, device,
+    model, update mode, seed, budget and search size) is continued; one of other parameters, or
+    of a tcl too old to write them, gives its measurements to the store (source ``tune``) and
+    is moved aside to ``<out>.interrupted-<n>``, and the new run starts afresh and says so."""
     if not out.exists() or not any(out.iterdir()):
-        return
+        return False
     if (out / "summary.json").exists():
         raise TclError(f"{out} holds a finished tuning run: a run writes a fresh directory "
                        "(choose --out, or remove it)")
     import sys
 
+    try:
+        same = json.loads((out / RUN_FILE).read_text()) == run
+    except (OSError, ValueError):
+        same = False
+    if same:
+        return True
     added = 0
     db = out / "database"
     if (db / "database_tuning_record.json").is_file() and \
@@ -539,8 +653,10 @@ def _set_aside_interrupted(paths: Paths, out: Path, device) -> None:
         n += 1
     aside = out.with_name(f"{out.name}.interrupted-{n}")
     out.rename(aside)
-    print(f"tune: {out} held an interrupted run; starting over (its {added} new measurements "
-          f"joined the store, its files are in {aside})", file=sys.stderr)
+    print(f"tune: {out} held an interrupted run; starting over, as its parameters are not "
+          f"this run's (its {added} new measurements joined the store, its files are in "
+          f"{aside})", file=sys.stderr)
+    return False
 
 
 def write_curve(result: TuneResult, out: Path) -> None:

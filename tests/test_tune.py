@@ -183,35 +183,14 @@ def test_tune_bad_inputs_are_named(tiny, tmp_path, capsys):
 
 def test_an_interrupted_run_keeps_its_measurements_and_starts_over(tiny, tmp_path, capsys):
     """Killed mid-run, a tuning run's directory holds a database but no summary; the next run
-    with the same --out gives those records to the store, moves the directory aside, says so,
-    and tunes afresh."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
-
+    with the same --out and other parameters (here the budget) gives those records to the
+    store, moves the directory aside, says so, and tunes afresh."""
     from tcl.store.catalog import query
     from tcl.tune import tune_network
 
     paths, _, root = tiny
     out = tmp_path / "run"
-    tcl = Path(sys.executable).parent / "tcl"
-    proc = subprocess.Popen([tcl, "--data", str(paths.root), "tune", "--network", "tiny",
-                             "--device", "cpu-avx2", "--model", "random", "--trials", "200",
-                             "--population", "32", "--generations", "1", "--out", str(out)],
-                            cwd=root, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    records = out / "database" / "database_tuning_record.json"
-    deadline = time.time() + 600
-    while time.time() < deadline and proc.poll() is None and not (
-            records.is_file() and records.stat().st_size > 0):
-        time.sleep(1)
-    assert proc.poll() is None, "the run ended before it could be interrupted"
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert not (out / "summary.json").exists()
+    _start_and_kill(paths, root, out, 200)
     before = query(paths, "select count(*) n from records where source = 'tune'")["n"][0]
     r = tune_network(paths, "tiny", "cpu-avx2", "random", trials=8, out=out, progress=False,
                      **SMALL_SEARCH)
@@ -224,6 +203,65 @@ def test_an_interrupted_run_keeps_its_measurements_and_starts_over(tiny, tmp_pat
     with pytest.raises(TclError, match="holds a finished tuning run"):
         tune_network(paths, "tiny", "cpu-avx2", "random", trials=8, out=out, progress=False)
 
+
+def _start_and_kill(paths, root, out, trials: int) -> list[tuple[int, str]]:
+    """Starts `tcl tune` (random model, a small search) in a subprocess, kills it once it has
+    measured a round, and returns its database's (workload, record) lines."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    tcl = Path(sys.executable).parent / "tcl"
+    proc = subprocess.Popen([tcl, "--data", str(paths.root), "tune", "--network", "tiny",
+                             "--device", "cpu-avx2", "--model", "random", "--trials", str(trials),
+                             "--population", "16", "--generations", "1", "--out", str(out)],
+                            cwd=root, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # the curve's point is written after the round's records
+    records, curve = out / "database" / "database_tuning_record.json", out / "curve.jsonl"
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None and not (
+            curve.is_file() and curve.stat().st_size > 0):
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "summary.json").exists()
+    return [tuple(json.loads(line)) for line in records.read_text().splitlines() if line]
+
+
+def test_an_interrupted_run_resumes_where_it_stopped(tiny, tmp_path, capsys):
+    """Killed mid-run, a tuning run started again with the same parameters and directory goes
+    on from its database: the rounds it measured stay (the tasks they tuned are not tuned
+    again while others wait), the rest of the budget goes to the tasks not reached, the curve
+    continues, and the run ends like one that was never stopped (summary, compiled network)."""
+    from collections import Counter
+
+    from tcl.tune import TOLERANCE, tune_network
+
+    paths, _, root = tiny
+    out, trials = tmp_path / "run", 96
+    before = _start_and_kill(paths, root, out, trials)
+    r = tune_network(paths, "tiny", "cpu-avx2", "random", trials=trials, out=out,
+                     progress=False, population=16, generations=1)
+    assert "resuming the interrupted run" in capsys.readouterr().err
+    assert not (tmp_path / "run.interrupted-1").exists()
+    assert r.resumed["trials"] == len(before) > 0
+    lines = [tuple(json.loads(line)) for line in
+             (out / "database" / "database_tuning_record.json").read_text().splitlines() if line]
+    assert lines[:len(before)] == before   # nothing measured before is lost or rewritten
+    assert r.trials == len(lines) <= trials and set(r.trials_per_task) and \
+        len(r.trials_per_task) == r.tasks   # every task tuned, within the budget
+    counts, after = Counter(w for w, _ in before), Counter(w for w, _ in lines)
+    if len(counts) < r.tasks:   # tasks were left: those tuned before get no second round
+        assert all(after[w] == n for w, n in counts.items())
+    trials_on_curve = [p["trials"] for p in r.curve]
+    assert trials_on_curve[0] <= len(before) and trials_on_curve[-1] == r.trials
+    assert trials_on_curve == sorted(trials_on_curve)
+    assert (out / "summary.json").is_file() and r.max_abs_err <= TOLERANCE["atol"]
 
 
 def test_the_dry_run_plans_from_the_zoo_and_earlier_runs(tiny, tmp_path):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..tune import MODELS_HELP, UPDATE_MODES, plan_tuning, report_lines, tune_network
+from ..tune import (MODELS_HELP, SCHEDULERS, UPDATE_MODES, plan_tuning, report_lines,
+                    tune_network)
 from .common import _paths, any_device_flag, int_in, out_path
 
 
@@ -19,7 +20,7 @@ def cmd_tune(args) -> int:
         out_path(args.out, "directory")
     r = tune_network(_paths(args), args.network, args.device, args.model, trials=args.trials,
                      update=args.update, seed=args.seed, population=args.population,
-                     generations=args.generations, out=args.out,
+                     generations=args.generations, scheduler=args.scheduler, out=args.out,
                      progress=sys.stderr.isatty(), any_device=args.any_device)
     per_task = ", ".join(f"{n}" for n in r.trials_per_task.values())
     print(f"{r.network} on {r.device} with {r.model}: {r.trials} trials over {r.tasks} tasks "
@@ -52,6 +53,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "(MetaSchedule's default 512; smaller searches faster on small hosts)")
     tu.add_argument("--generations", type=int_in(0), default=4,
                     help="evolutionary search: generations per round (MetaSchedule's default 4)")
+    tu.add_argument("--scheduler", choices=SCHEDULERS, default="auto",
+                    help="MetaSchedule's task scheduler: gradient (its default) collects no "
+                         "result before every task had its first round, so online models learn "
+                         "nothing then; round-robin collects each task's as it finishes; auto "
+                         "(default): round-robin at a budget of one round per task, else gradient")
     tu.add_argument("--out", help="output directory (default: <data>/tuning/<network>-<device>-...)")
     tu.add_argument("--dry-run", action="store_true",
                     help="print the tasks, trials per task and estimated time; tune nothing")
