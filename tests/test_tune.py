@@ -253,8 +253,10 @@ def test_an_interrupted_run_resumes_where_it_stopped(tiny, tmp_path, capsys):
     lines = [tuple(json.loads(line)) for line in
              (out / "database" / "database_tuning_record.json").read_text().splitlines() if line]
     assert lines[:len(before)] == before   # nothing measured before is lost or rewritten
-    assert r.trials == len(lines) <= trials and set(r.trials_per_task) and \
-        len(r.trials_per_task) == r.tasks   # every task tuned, within the budget
+    # every task tuned, within the budget (MetaSchedule starts a round while under it: one
+    # round of overshoot, as in an uninterrupted run)
+    assert r.trials == len(lines) <= trials + min(64, trials // r.tasks) and \
+        len(r.trials_per_task) == r.tasks
     counts, after = Counter(w for w, _ in before), Counter(w for w, _ in lines)
     if len(counts) < r.tasks:   # tasks were left: those tuned before get no second round
         assert all(after[w] == n for w, n in counts.items())
