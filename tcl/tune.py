@@ -454,7 +454,7 @@ def _reset_meta_schedule_logging() -> None:
 
 def tune_network(paths: Paths, network: str, device_name: str, model: str = "latest", *,
                  trials: int = 1000, update: str = "none", seed: int = 0,
-                 population: int = 512, generations: int = 4, scheduler: str = "auto",
+                 population: int = 512, generations: int = 4, scheduler: str = "gradient",
                  out: str | Path | None = None, progress: bool = True,
                  any_device: bool = False) -> TuneResult:
     """Tune ``network`` for ``device_name`` with ``trials`` measured candidates, MetaSchedule's
