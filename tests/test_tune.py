@@ -204,7 +204,8 @@ def test_an_interrupted_run_keeps_its_measurements_and_starts_over(tiny, tmp_pat
         tune_network(paths, "tiny", "cpu-avx2", "random", trials=8, out=out, progress=False)
 
 
-def _start_and_kill(paths, root, out, trials: int) -> list[tuple[int, str]]:
+def _start_and_kill(paths, root, out, trials: int, scheduler: str = "gradient"
+                    ) -> list[tuple[int, str]]:
     """Starts `tcl tune` (random model, a small search) in a subprocess, kills it once it has
     measured a round, and returns its database's (workload, record) lines."""
     import os
@@ -217,7 +218,8 @@ def _start_and_kill(paths, root, out, trials: int) -> list[tuple[int, str]]:
     tcl = Path(sys.executable).parent / "tcl"
     proc = subprocess.Popen([tcl, "--data", str(paths.root), "tune", "--network", "tiny",
                              "--device", "cpu-avx2", "--model", "random", "--trials", str(trials),
-                             "--population", "16", "--generations", "1", "--out", str(out)],
+                             "--population", "16", "--generations", "1", "--out", str(out),
+                             "--scheduler", scheduler],
                             cwd=root, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # the curve's point is written after the round's records
@@ -244,9 +246,11 @@ def test_an_interrupted_run_resumes_where_it_stopped(tiny, tmp_path, capsys):
 
     paths, _, root = tiny
     out, trials = tmp_path / "run", 96
-    before = _start_and_kill(paths, root, out, trials)
+    # round-robin: each task's round reaches the database as it ends (gradient joins none
+    # before its first round robin is over)
+    before = _start_and_kill(paths, root, out, trials, "round-robin")
     r = tune_network(paths, "tiny", "cpu-avx2", "random", trials=trials, out=out,
-                     progress=False, population=16, generations=1)
+                     progress=False, population=16, generations=1, scheduler="round-robin")
     assert "resuming the interrupted run" in capsys.readouterr().err
     assert not (tmp_path / "run.interrupted-1").exists()
     assert r.resumed["trials"] == len(before) > 0
