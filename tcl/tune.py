@@ -153,10 +153,9 @@ def _fmt(x) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
-def task_scheduler(scheduler: str, trials: int, tasks: int, per_iter: int) -> str:
-    """The MetaSchedule task scheduler ``scheduler`` (one of ``SCHEDULERS``) means here."""
-    if scheduler not in SCHEDULERS:
-        raise TclError(f"scheduler {scheduler!r}: expected one of {', '.join(SCHEDULERS)}")
+def _task_scheduler(scheduler: str, trials: int, tasks: int, per_iter: int) -> str:
+    """The MetaSchedule task scheduler ``scheduler`` (one of ``SCHEDULERS``, checked by
+    tune_network before it writes anything) means here."""
     if scheduler != "auto":
         return scheduler
     return "round-robin" if trials <= tasks * per_iter else "gradient"
@@ -346,7 +345,7 @@ def _progress_callback(total: int, weights: dict[int, float], show: bool,
             self.best: dict[int, float] = dict(before.best)
             self.trials: dict[int, int] = dict(before.trials)
             self.curve: list[dict] = list(before.curve)
-            self.bar = tqdm(total=total, initial=sum(before.trials.values()), unit="trial",
+            self.bar = tqdm(total=total, initial=before.measured, unit="trial",
                             desc="tune", disable=not show)
 
         def apply(self, task_scheduler, task_id, measure_candidates, builder_results,
@@ -495,7 +494,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     tasks = [t for t in ms.relax_integration.extract_tasks(mod, target)
              if not t.mod.attrs.get("tirx.is_scheduled", False)]
     per_iter = trials_per_iter(trials, len(tasks), inst.key)
-    kind = task_scheduler(scheduler, trials, len(tasks), per_iter)
+    kind = _task_scheduler(scheduler, trials, len(tasks), per_iter)
     before = resume_state(out, tasks) if resuming else ResumeState()
     # Resumed: the rest of the budget, to the tasks the interrupted run had not reached (a
     # round's measurements enter the database together when its task is joined, so a task has

@@ -54,9 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     tu.add_argument("--generations", type=int_in(0), default=4,
                     help="evolutionary search: generations per round (MetaSchedule's default 4)")
     tu.add_argument("--scheduler", choices=SCHEDULERS, default="gradient",
-                    help="MetaSchedule's task scheduler: gradient (its default) collects no "
-                         "result before every task had its first round, so online models learn "
-                         "nothing then (the default, as MetaSchedule's); round-robin collects each "
+                    help="MetaSchedule's task scheduler: gradient (the default, as "
+                         "MetaSchedule's) collects no result before every task had its first "
+                         "round, so online models learn nothing then; round-robin collects each "
                          "task's as it finishes; auto: round-robin at a budget of one round per "
                          "task, else gradient")
     tu.add_argument("--out", help="output directory (default: <data>/tuning/<network>-<device>-...)")
