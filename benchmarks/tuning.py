@@ -7,7 +7,8 @@ the same cores. Models: ``tcl`` (the device's registered continual model where d
 made one, else its Mamba model: the row says which), ``tenset-mlp`` (trained on the device's
 full data), ``xgb-online`` (MetaSchedule's default, online from scratch) and ``random`` (the
 floor); ``--refit MODELS`` adds their online-refit mode (``--update refit``), ``--residual
-MODELS`` their prior-plus-online-residual mode (``--update residual``).
+MODELS`` their prior-plus-online-residual mode (``--update residual``); ``--no-frozen`` runs
+those models in those modes only.
 
 The runs tune in a copy of ``--data`` under ``--work`` (made once), so the tuning records of the
 held-out networks never enter the reference store. Each row also carries the measurement time
@@ -145,8 +146,10 @@ def run(args) -> None:
         for network in args.networks.split(","):
             for device in args.devices.split(","):
                 for model in args.models.split(","):
-                    updates = ["none"] + (["refit"] if model in refit else []) + \
+                    updates = (["refit"] if model in refit else []) + \
                         (["residual"] if model in residual else [])
+                    if not (args.no_frozen and updates):
+                        updates.insert(0, "none")
                     for update in updates:
                         key = (network, device, model, update, seed, search)
                         if key in done:
@@ -488,6 +491,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--refit", default="tenset-mlp",
                     help="models (of --models) also run refit online (--update refit); '' none")
+    ap.add_argument("--no-frozen", action="store_true",
+                    help="models named by --refit or --residual run in those modes only, "
+                         "not frozen (--update none) too")
     ap.add_argument("--residual", default="tcl",
                     help="models (of --models) also run as a prior with an online residual "
                          "model (--update residual); '' none")
