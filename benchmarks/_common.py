@@ -52,3 +52,16 @@ def pipeline_task_ids(root, params_file: str) -> set[str]:
     frame = select_tasks(Paths(root), [i.key for i in instances(params)],
                          params.sample.max_train_tasks, params.sample.max_holdout_tasks)
     return set(frame["task_id"].to_list())
+
+
+def host_short(identity: str | None) -> str:
+    """A row's host as a table names it: the CPU model name with its family and model, e.g.
+    ``Intel(R) Xeon(R) Processor 6/167`` (``tcl.store.devices.host_identity``'s string); "-"
+    for a row older than the field."""
+    import re
+
+    if not identity:
+        return "-"
+    name, _, rest = identity.partition(" (")
+    ids = re.search(r"family (\w+) model (\w+)", rest)
+    return f"{name} {ids[1]}/{ids[2]}" if ids else name

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import report_errors
+from _common import host_short, report_errors
 from tcl.config import Paths, TclError
 from tcl.measure.timed import median_ms
 
@@ -74,7 +74,7 @@ def measure(network: str, batch: int, size, threads: int, repeat: int,
 
 
 def run(args) -> None:
-    from tcl.store.devices import DeviceRegistry, check_runnable
+    from tcl.store.devices import DeviceRegistry, check_runnable, host_identity
     from tcl.measure.runner import _pin_worker
     from tcl.tune import resolve_instance
 
@@ -97,6 +97,7 @@ def run(args) -> None:
                                   device.num_cores, args.repeat,
                                   device.framework_isa_env()).result()
             row = {"network_arg": network, "network": inst.key, "device": name,
+                   "host": host_identity(),
                    "threads": device.num_cores, "torch_isa": device.framework_isa_env(), **row}
             with results.open("a") as f:
                 f.write(json.dumps(row) + "\n")
@@ -113,18 +114,18 @@ def summarize(results: Path, tuning: Path | None) -> None:
     if tuning is not None and tuning.exists():
         for r in map(json.loads, tuning.read_text().splitlines()):
             name = r["model_arg"] + ("" if r["update"] == "none" else f" ({r['update']})")
-            tuned.setdefault((r["network_arg"], r["device"]), {}).setdefault(
+            tuned.setdefault((r["network_arg"], r["device"], r.get("host")), {}).setdefault(
                 name, []).append(r["latency_ms"])
-    print("| network | device | threads | PyTorch eager ms | torch.compile ms (compile s) | "
+    print("| network | device | host | threads | PyTorch eager ms | torch.compile ms (compile s) | "
           "onnxruntime ms | tuned: best model, ms | tuned / eager | tuned / torch.compile | "
           "tuned / onnxruntime |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        models = tuned.get((r["network_arg"], r["device"]), {})
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:   # tuned on the same host only
+        models = tuned.get((r["network_arg"], r["device"], r.get("host")), {})
         best = min(models, key=lambda m: np.mean(models[m])) if models else None
         ms = float(np.mean(models[best])) if best else math.nan
         ratio = (lambda x: "-" if ms != ms or x != x else f"{ms / x:.2f}")
-        print(f"| {r['network']} | {r['device']} | {r['threads']} | {r['eager_ms']:.2f} | "
+        print(f"| {r['network']} | {r['device']} | {host_short(r.get('host'))} | {r['threads']} | {r['eager_ms']:.2f} | "
               f"{r['torch_compile_ms']:.2f} ({r['compile_s']:.0f}) | {r['onnxruntime_ms']:.2f} | "
               + (f"{best}: {ms:.2f}" if best else "not tuned") + f" | {ratio(r['eager_ms'])} | "
               f"{ratio(r['torch_compile_ms'])} | {ratio(r['onnxruntime_ms'])} |")

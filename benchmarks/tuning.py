@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from _common import report_errors
+from _common import host_short, report_errors
 from tcl.config import Paths, TclError
 from tcl.metrics import standard_error as _se
 
@@ -123,6 +123,7 @@ def isolated_root(data: Path, work: Path) -> Path:
 
 
 def run(args) -> None:
+    from tcl.store.devices import host_identity
     from tcl.tune import tune_network
 
     root = Path(args.data).resolve()
@@ -173,7 +174,8 @@ def run(args) -> None:
                             print(f"{network} {device} {model}: no offline figures: {e}",
                                   file=sys.stderr)
                             offline = None
-                        row = {"network_arg": network, "model_arg": model, **asdict(r),
+                        row = {"network_arg": network, "model_arg": model,
+                               "host": host_identity(), **asdict(r),
                                "overhead_share": r.overhead_share, "offline": offline,
                                "data_records": (n := training_records(paths, device, which)),
                                "data_collection_s": n * seconds_per_record(paths, device),
@@ -358,17 +360,17 @@ def summarize(results: Path, plot: str | None = None, reference: str = "xgb-onli
     rows = [json.loads(line) for line in results.read_text().splitlines() if line]
     if not rows:
         raise TclError(f"{results} holds no runs yet")
-    print(f"| network | device | model | runs | trials | latency ms | PyTorch eager ms | trials to "
+    print(f"| network | device | host | model | runs | trials | latency ms | PyTorch eager ms | trials to "
           f"{reference}'s final | wall s to it | per-task trials to {reference}'s best (tasks) | "
           "device data: records, h | speed-up, wall | speed-up, wall + data | search overhead | "
           "overhead: search/featurize/predict | online pairwise, top-1: as used | "
           "online: final model | offline (device records) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        groups.setdefault((r["network_arg"], r["device"]), []).append(r)
+    for r in rows:   # a host's timings are compared only with the same host's
+        groups.setdefault((r["network_arg"], r["device"], r.get("host")), []).append(r)
     targets = []
-    for (network, device), runs in groups.items():
+    for (network, device, host), runs in groups.items():
         ref = [r for r in runs if r["model_arg"] == reference and r["update"] == "none"
                and search_of(r) in (None, DEFAULT_SEARCH)]
         # the reference's final latency on the curve (tasks' best, weighted), mean over its seeds
@@ -398,7 +400,7 @@ def summarize(results: Path, plot: str | None = None, reference: str = "xgb-onli
                          f"{len(ref_best)})" if task_trials == task_trials else "-")
             ms = ".2f" if np.mean(lat) < 10 else ".1f"
             label = _label(model, update, g[0]["model"], search)
-            print(f"| {network} | {device} | {label} | {len(g)} | "
+            print(f"| {network} | {device} | {host_short(host)} | {label} | {len(g)} | "
                   f"{int(np.mean([r['trials'] for r in g]))} | "
                   f"{_f(np.mean(lat), ms)} ± {_f(_se(lat), ms)} | "
                   f"{_f(np.mean([r['torch_ms'] for r in g]), ms)} | {_f(trials, '.0f')}{reached} | "
@@ -410,7 +412,7 @@ def summarize(results: Path, plot: str | None = None, reference: str = "xgb-onli
             if model == "tcl" and ref:
                 ref_trials = np.mean([sum(len(s) for s in r.get("sequences", {}).values())
                                       or r["trials"] for r in ref])
-                targets.append((g[0]["network"], device, label,
+                targets.append((g[0]["network"], device, host, label,
                                 np.mean(lat) / np.mean([r["latency_ms"] for r in ref]),
                                 (task_trials + g[0]["data_records"]) / ref_trials
                                 if task_trials == task_trials else math.nan,
@@ -433,7 +435,7 @@ def print_targets(targets: list[tuple], reference: str, frameworks: Path | None)
         for line in frameworks.read_text().splitlines():
             if line:
                 f = json.loads(line)
-                ort[(f["network"], f["device"])] = f.get("onnxruntime_ms")
+                ort[(f["network"], f["device"], f.get("host"))] = f.get("onnxruntime_ms")
 
     def verdict(x: float, limit: float) -> str:
         return "-" if x != x else f"{x:.3f} ({'met' if x <= limit else 'missed'})"
@@ -442,16 +444,16 @@ def print_targets(targets: list[tuple], reference: str, frameworks: Path | None)
           f"{reference}'s best + device records) / {reference}'s trials (<= 1/3, and every task "
           "reaching it); "
           "tuned / PyTorch eager and tuned / onnxruntime (<= 1)\n")
-    print(f"| network | device | model | latency / {reference} | trials + data / {reference}'s "
-          "| tuned / eager | tuned / onnxruntime |")
-    print("|---|---|---|---|---|---|---|")
-    for network, device, label, ratio, trials, reached, lat, eager in targets:
-        o = ort.get((network, device))
+    print(f"| network | device | host | model | latency / {reference} | trials + data / "
+          f"{reference}'s | tuned / eager | tuned / onnxruntime |")
+    print("|---|---|---|---|---|---|---|---|")
+    for network, device, host, label, ratio, trials, reached, lat, eager in targets:
+        o = ort.get((network, device, host))   # onnxruntime timed on the same host only
         # met only when every task reaches the reference's best: the sum is over those that do
         every = reached is not None and reached[0] == reached[1]
         race = verdict(trials, 1 / 3 if every else -1)
         tasks = "no sequences" if reached is None else f"{reached[0]:.0f}/{reached[1]}"
-        print(f"| {network} | {device} | {label} | {verdict(ratio, 1)} | "
+        print(f"| {network} | {device} | {host_short(host)} | {label} | {verdict(ratio, 1)} | "
               f"{race}, tasks reached {tasks} | {verdict(lat / eager, 1)} | "
               f"{verdict(lat / o, 1) if o else '-'} |")
 
@@ -464,7 +466,7 @@ def _plot(groups: dict[tuple, list[dict]], out: str) -> None:
 
     fig, axes = plt.subplots(1, len(groups), figsize=(4.5 * len(groups), 3.6), squeeze=False)
     colors: dict[str, str] = {}
-    for ax, ((network, device), runs) in zip(axes[0], groups.items()):
+    for ax, ((network, device, host), runs) in zip(axes[0], groups.items()):
         for r in runs:
             label = _label(r["model_arg"], r["update"], r["model"], search_of(r)).split(" [")[0]
             color = colors.setdefault(label, f"C{len(colors)}")
@@ -473,7 +475,7 @@ def _plot(groups: dict[tuple, list[dict]], out: str) -> None:
                   for p in r["curve"]]
             ax.plot(xs, ys, color=color, lw=1, alpha=0.8,
                     label=label if r["seed"] == min(x["seed"] for x in runs) else None)
-        ax.set_title(f"{network} on {device}", fontsize=9)
+        ax.set_title(f"{network} on {device}\n{host_short(host)}", fontsize=9)
         ax.set_xlabel("tuning wall time, s")
         ax.set_ylabel("best estimate, ms (tasks' best, weighted)")
         ax.set_yscale("log")

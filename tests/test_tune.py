@@ -306,9 +306,8 @@ def test_the_dry_run_plans_from_the_zoo_and_earlier_runs(tiny, tmp_path):
         plan_tuning(paths, "tiny", "cpu-avx2", trials=1)
 
 
-def test_tuning_benchmark_counts_per_task_trials_to_a_reference_best():
-    """benchmarks/tuning.py's per-task race: the position of each task's first candidate at
-    least as fast as the reference's best for it, summed over the tasks that reach it."""
+def _bench_tuning():
+    """benchmarks/tuning.py as a module (scripts import their helpers from their directory)."""
     import importlib.util
     import sys
     from pathlib import Path
@@ -321,6 +320,13 @@ def test_tuning_benchmark_counts_per_task_trials_to_a_reference_best():
         spec.loader.exec_module(bench)
     finally:
         sys.path.remove(str(root))
+    return bench
+
+
+def test_tuning_benchmark_counts_per_task_trials_to_a_reference_best():
+    """benchmarks/tuning.py's per-task race: the position of each task's first candidate at
+    least as fast as the reference's best for it, summed over the tasks that reach it."""
+    bench = _bench_tuning()
     ref = [{"sequences": {"0": [3.0, 2.0, None], "1": [5.0, 4.0]}},
            {"sequences": {"0": [2.5], "1": [6.0, 3.0], "2": [None]}}]
     best = bench.per_task_best(ref)   # medians of each run's best; task 2 never ran
@@ -328,3 +334,31 @@ def test_tuning_benchmark_counts_per_task_trials_to_a_reference_best():
     run = {"0": [None, 9.0, 2.2, 1.0], "1": [4.0, 3.6]}   # task 1 never gets to 3.5
     assert bench.trials_to_reach(run, best) == (3, 1, 2)
     assert bench.trials_to_reach({}, best) == (0, 0, 2)
+
+
+def test_tuning_benchmark_names_each_rows_host_and_compares_within_it(tmp_path, capsys):
+    """Every table row names its host (CPU model, family/model), and a run is raced only against
+    the reference's runs on the same host: the same network and device on two hosts are two
+    groups."""
+    bench = _bench_tuning()
+    zen = "AMD EPYC (AuthenticAMD family 26 model 2; avx2 avx512f)"
+    xeon = "Intel(R) Xeon(R) Processor (GenuineIntel family 6 model 167 stepping 1; avx2)"
+    assert bench.host_short(zen) == "AMD EPYC 26/2" and bench.host_short(None) == "-"
+
+    def row(model, host, ms):
+        return {"network_arg": "n", "network": "n", "device": "d", "model_arg": model,
+                "host": host, "model": "registry abc (frozen)", "update": "none", "seed": 0,
+                "trials": 4, "latency_ms": ms, "torch_ms": 2.0, "data_collection_s": 0.0,
+                "data_records": 0, "overhead_share": 0.1, "sequences": {"t": [ms]},
+                "curve": [{"trials": 4, "wall_s": 1.0, "estimate_ms": ms}]}
+
+    results = tmp_path / "r.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in [
+        row("xgb-online", zen, 1.0), row("tcl", zen, 0.5),
+        row("xgb-online", xeon, 4.0), row("tcl", xeon, 3.0)]))
+    bench.summarize(results)
+    out = capsys.readouterr().out
+    assert "| n | d | AMD EPYC 26/2 | tcl [registry abc] |" in out
+    # tcl / xgb-online: 0.5 on the Zen host, 0.75 on the Xeon; never 3.0 / 1.0 across hosts
+    assert "| AMD EPYC 26/2 | tcl [registry abc] | 0.500 (met)" in out
+    assert "| Intel(R) Xeon(R) Processor 6/167 | tcl [registry abc] | 0.750 (met)" in out
