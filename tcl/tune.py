@@ -6,7 +6,8 @@ The search is MetaSchedule's own (what ``relax_integration.tune_relax`` runs: ta
 tcl measures with; tcl calls its two steps itself so that a run can resume); only the cost model
 changes: a tcl model through the ``PyCostModel`` adapter (``tcl.models.adapter``), frozen
 (``update="none"``), refit on what the search measures (``"refit"``) or kept as a prior that an
-online XGBoost corrects on its residual (``"residual"``: ``tcl.models.residual``); MetaSchedule's
+online XGBoost corrects on its residual (``"residual"``: ``tcl.models.residual``, the default:
+``tuning_defaults``); MetaSchedule's
 XGBoost trained online from scratch (``xgb-online``), or its random model (``random``, the floor).
 ``MetaScheduleTuneIRMod`` is not used: it ignores a custom cost model.
 
@@ -62,6 +63,14 @@ UPDATE_MODES = ("none", "refit", "residual")         # tcl.models.adapter.UPDATE
 # residual learn nothing); "round-robin" joins each task once its runs are done. "auto": round
 # robin while the budget is at most one round per task (the same allocation), else gradient.
 SCHEDULERS = ("auto", "gradient", "round-robin")
+# What a run uses where the caller names nothing, measured best at 64 trials per task on two
+# one-core profiles (docs/results.md, "tcl tune's defaults"): tcl's models as a prior that an
+# online XGBoost corrects (residual: faster networks than frozen in 5 of the 6 matched cells)
+# with a lean evolutionary search (64 x 2: the latency of MetaSchedule's 512 x 4 at 5-8% search
+# overhead instead of 56%); MetaSchedule's own models keep MetaSchedule's search.
+TCL_UPDATE = "residual"
+TCL_SEARCH = (64, 2)            # population, generations
+METASCHEDULE_SEARCH = (512, 4)  # EvolutionarySearch's defaults
 TOLERANCE = {"rtol": 1e-3, "atol": 1e-3}             # tuned outputs against PyTorch's, fp32
 RUN_FILE = "run.json"        # a run's parameters, written before it tunes: what a resume matches
 CURVE_FILE = "curve.jsonl"   # the curve's points as they come, for a resumed run to continue
@@ -234,16 +243,33 @@ class TuningPlan:
             "nothing was tuned or written (dry run)"])
 
 
-def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "latest", *,
-                trials: int = 1000, population: int = 512,
-                generations: int = 4) -> TuningPlan:
-    """``tcl tune --dry-run``: the tasks (the zoo's extraction of the network), trials per task
-    and an estimated time, without tuning, loading a model, importing TVM or writing anything."""
-    import statistics
-
+def tuning_defaults(model: str, update: str | None = None, population: int | None = None,
+                    generations: int | None = None) -> tuple[str, int, int]:
+    """(update mode, population, generations) of a run of ``model``, each None filled in:
+    ``TCL_UPDATE`` and ``TCL_SEARCH`` for tcl's models, none and ``METASCHEDULE_SEARCH`` for
+    MetaSchedule's own (``ONLINE``). Validated here, before anything loads."""
+    own = model in ONLINE
+    update = update if update is not None else ("none" if own else TCL_UPDATE)
+    search = METASCHEDULE_SEARCH if own else TCL_SEARCH
+    population = search[0] if population is None else population
+    generations = search[1] if generations is None else generations
+    if update not in UPDATE_MODES:
+        raise TclError(f"--update {update!r}: expected one of {', '.join(UPDATE_MODES)}")
     if population < 2 or generations < 0:
         raise TclError(f"population {population} / generations {generations}: expected a "
                        "population of at least 2 and generations >= 0")
+    return update, population, generations
+
+
+def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "latest", *,
+                trials: int = 1000, population: int | None = None,
+                generations: int | None = None) -> TuningPlan:
+    """``tcl tune --dry-run``: the tasks (the zoo's extraction of the network), trials per task
+    and an estimated time, without tuning, loading a model, importing TVM or writing anything
+    (``population``/``generations``: None for ``tuning_defaults``')."""
+    import statistics
+
+    _, population, generations = tuning_defaults(model, None, population, generations)
     device = DeviceRegistry(paths).get(device_name)
     inst = resolve_instance(paths, network)
     nets = load_networks(paths)
@@ -299,8 +325,6 @@ def cost_model_for(paths: Paths, device: str, model: str, update: str,
                    any_device: bool = False):
     """(what tune_relax takes as cost_model, a description); ``any_device``: accept a model
     made for another device (``predict.check_model_device``)."""
-    if update not in UPDATE_MODES:
-        raise TclError(f"--update {update!r}: expected one of {', '.join(UPDATE_MODES)}")
     if model in ONLINE:
         if update != "none":
             raise TclError(f"--update applies to tcl's models; {model} is MetaSchedule's own "
@@ -452,20 +476,20 @@ def _reset_meta_schedule_logging() -> None:
 
 
 def tune_network(paths: Paths, network: str, device_name: str, model: str = "latest", *,
-                 trials: int = 1000, update: str = "none", seed: int = 0,
-                 population: int = 512, generations: int = 4, scheduler: str = "gradient",
+                 trials: int = 1000, update: str | None = None, seed: int = 0,
+                 population: int | None = None, generations: int | None = None,
+                 scheduler: str = "gradient",
                  out: str | Path | None = None, progress: bool = True,
                  any_device: bool = False) -> TuneResult:
     """Tune ``network`` for ``device_name`` with ``trials`` measured candidates, MetaSchedule's
     evolutionary search (``population`` schedules scored by the model per generation, for
     ``generations`` generations: MetaSchedule's defaults are 512 and 4) guided by ``model``
     (``any_device``: even one made for another device), tasks picked by ``scheduler``
-    (``SCHEDULERS``)."""
+    (``SCHEDULERS``); ``update``, ``population`` and ``generations`` left None take
+    ``tuning_defaults``'."""
     import torch
 
-    if population < 2 or generations < 0:
-        raise TclError(f"population {population} / generations {generations}: expected a "
-                       "population of at least 2 and generations >= 0")
+    update, population, generations = tuning_defaults(model, update, population, generations)
     from .online import ScoredCostModel   # lazy: MetaSchedule costs ~25 s at import
 
     ms = meta_schedule()

@@ -274,7 +274,7 @@ def test_the_dry_run_plans_from_the_zoo_and_earlier_runs(tiny, tmp_path):
     """`tcl tune --dry-run`'s plan: the zoo's tasks, trials per round, and an estimate whose
     search part rests on earlier runs on the device when there are any (an assumption, named,
     when there are none); it tunes and writes nothing."""
-    from tcl.tune import ASSUMED_SEARCH_S_PER_SCORED, SPLIT, plan_tuning
+    from tcl.tune import ASSUMED_SEARCH_S_PER_SCORED, SPLIT, TCL_SEARCH, plan_tuning
     from tcl.zoo.extract import load_networks
 
     paths, inst, _ = tiny
@@ -304,6 +304,26 @@ def test_the_dry_run_plans_from_the_zoo_and_earlier_runs(tiny, tmp_path):
     assert "median of 1 earlier tuning run(s) on cpu-avx2" in plan.describe()
     with pytest.raises(TclError, match="fewer than the .* tasks"):
         plan_tuning(paths, "tiny", "cpu-avx2", trials=1)
+    # what the user leaves out: tcl's models search 64 x 2, MetaSchedule's own 512 x 4
+    assert plan_tuning(paths, "tiny", "cpu-avx2", trials=12).population == TCL_SEARCH[0]
+    assert plan_tuning(paths, "tiny", "cpu-avx2", "xgb-online", trials=12).generations == 4
+
+
+def test_the_defaults_are_the_measured_best_for_tcl_and_metaschedules_own_for_its_models():
+    """tcl's models run as a prior with an online residual model and a lean search by default;
+    xgb-online and random keep MetaSchedule's search and no update mode; what the caller names
+    wins, and a wrong value is named before anything loads."""
+    from tcl.tune import TCL_SEARCH, TCL_UPDATE, tuning_defaults
+
+    assert (TCL_UPDATE, TCL_SEARCH) == ("residual", (64, 2))
+    assert tuning_defaults("latest") == ("residual", 64, 2)
+    assert tuning_defaults("model.pt") == ("residual", 64, 2)
+    assert tuning_defaults("xgb-online") == tuning_defaults("random") == ("none", 512, 4)
+    assert tuning_defaults("latest", "none", 64, 1) == ("none", 64, 1)
+    with pytest.raises(TclError, match="--update 'fast': expected one of none, refit, residual"):
+        tuning_defaults("latest", "fast")
+    with pytest.raises(TclError, match="population 1 / generations 2"):
+        tuning_defaults("latest", population=1)
 
 
 def _bench_tuning():
@@ -360,5 +380,32 @@ def test_tuning_benchmark_names_each_rows_host_and_compares_within_it(tmp_path, 
     out = capsys.readouterr().out
     assert "| n | d | AMD EPYC 26/2 | tcl [registry abc] |" in out
     # tcl / xgb-online: 0.5 on the Zen host, 0.75 on the Xeon; never 3.0 / 1.0 across hosts
-    assert "| AMD EPYC 26/2 | tcl [registry abc] | 0.500 (met)" in out
-    assert "| Intel(R) Xeon(R) Processor 6/167 | tcl [registry abc] | 0.750 (met)" in out
+    assert "| AMD EPYC 26/2 | tcl [registry abc] | xgb-online | 0.500 (met)" in out
+    assert "| Intel(R) Xeon(R) Processor 6/167 | tcl [registry abc] | xgb-online | 0.750 (met)" \
+        in out
+
+
+def test_tuning_benchmark_races_the_reference_at_its_best_search(tmp_path, capsys):
+    """tcl is raced against xgb-online's best search setting on that host (here round-robin,
+    faster than MetaSchedule's default gradient), and the targets table names that setting."""
+    bench = _bench_tuning()
+
+    def row(model, ms, scheduler, seed=0):
+        return {"network_arg": "n", "network": "n", "device": "d", "model_arg": model,
+                "host": "h", "model": "registry abc (frozen)", "update": "none", "seed": seed,
+                "trials": 4, "latency_ms": ms, "torch_ms": 2.0, "data_collection_s": 0.0,
+                "data_records": 0, "overhead_share": 0.1, "sequences": {"t": [ms]},
+                "search": {"population": 512, "generations": 4, "scheduler": scheduler},
+                "curve": [{"trials": 4, "wall_s": 1.0, "estimate_ms": ms}]}
+
+    results = tmp_path / "r.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in [
+        row("xgb-online", 2.0, "gradient"), row("xgb-online", 1.0, "round-robin"),
+        row("xgb-online", 1.2, "round-robin", seed=1), row("tcl", 1.21, "gradient")]))
+    runs, label = bench.best_reference(
+        [json.loads(line) for line in results.read_text().splitlines()], "xgb-online")
+    assert label == "xgb-online, round-robin" and {r["seed"] for r in runs} == {0, 1}
+    bench.summarize(results)
+    out = capsys.readouterr().out
+    assert "| tcl [registry abc] | xgb-online, round-robin | 1.100 (missed)" in out   # 1.21 / 1.1
+    assert bench.best_reference([row("tcl", 1.0, "gradient")], "xgb-online") == ([], "-")

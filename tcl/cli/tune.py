@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..tune import (MODELS_HELP, SCHEDULERS, UPDATE_MODES, plan_tuning, report_lines,
-                    tune_network)
+from ..tune import (METASCHEDULE_SEARCH, MODELS_HELP, SCHEDULERS, TCL_SEARCH, TCL_UPDATE,
+                    UPDATE_MODES, plan_tuning, report_lines, tune_network)
 from .common import _paths, any_device_flag, int_in, out_path
 
 
@@ -44,15 +44,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     any_device_flag(tu)
     tu.add_argument("--trials", type=int_in(1), default=1000,
                     help="MetaSchedule trials over the whole network (at least one per task)")
-    tu.add_argument("--update", choices=UPDATE_MODES, default="none",
+    tu.add_argument("--update", choices=UPDATE_MODES,
                     help="a tcl model frozen (none), refit on what the search measures (refit, "
-                         "slow), or kept as a prior that an online XGBoost corrects (residual)")
+                         f"slow), or kept as a prior that an online XGBoost corrects (residual; "
+                         f"default {TCL_UPDATE} for tcl's models, measured best)")
     tu.add_argument("--seed", type=int_in(0), default=0)
-    tu.add_argument("--population", type=int_in(2), default=512,
+    tu.add_argument("--population", type=int_in(2),
                     help="evolutionary search: schedules the model scores per generation "
-                         "(MetaSchedule's default 512; smaller searches faster on small hosts)")
-    tu.add_argument("--generations", type=int_in(0), default=4,
-                    help="evolutionary search: generations per round (MetaSchedule's default 4)")
+                         f"(default {TCL_SEARCH[0]} for tcl's models, MetaSchedule's "
+                         f"{METASCHEDULE_SEARCH[0]} for xgb-online and random)")
+    tu.add_argument("--generations", type=int_in(0),
+                    help="evolutionary search: generations per round (default "
+                         f"{TCL_SEARCH[1]} for tcl's models, MetaSchedule's "
+                         f"{METASCHEDULE_SEARCH[1]} for xgb-online and random)")
     tu.add_argument("--scheduler", choices=SCHEDULERS, default="gradient",
                     help="MetaSchedule's task scheduler: gradient (the default, as "
                          "MetaSchedule's) collects no result before every task had its first "
