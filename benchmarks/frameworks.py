@@ -97,7 +97,7 @@ def run(args) -> None:
                                   device.num_cores, args.repeat,
                                   device.framework_isa_env()).result()
             row = {"network_arg": network, "network": inst.key, "device": name,
-                   "host": host_identity(),
+                   "host": host_identity(), "at": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()),
                    "threads": device.num_cores, "torch_isa": device.framework_isa_env(), **row}
             with results.open("a") as f:
                 f.write(json.dumps(row) + "\n")
@@ -116,16 +116,16 @@ def summarize(results: Path, tuning: Path | None) -> None:
             name = r["model_arg"] + ("" if r["update"] == "none" else f" ({r['update']})")
             tuned.setdefault((r["network_arg"], r["device"], r.get("host")), {}).setdefault(
                 name, []).append(r["latency_ms"])
-    print("| network | device | host | threads | PyTorch eager ms | torch.compile ms (compile s) | "
+    print("| network | device | host | timed | threads | PyTorch eager ms | torch.compile ms (compile s) | "
           "onnxruntime ms | tuned: best model, ms | tuned / eager | tuned / torch.compile | "
           "tuned / onnxruntime |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:   # tuned on the same host only
         models = tuned.get((r["network_arg"], r["device"], r.get("host")), {})
         best = min(models, key=lambda m: np.mean(models[m])) if models else None
         ms = float(np.mean(models[best])) if best else math.nan
         ratio = (lambda x: "-" if ms != ms or x != x else f"{ms / x:.2f}")
-        print(f"| {r['network']} | {r['device']} | {host_short(r.get('host'))} | {r['threads']} | {r['eager_ms']:.2f} | "
+        print(f"| {r['network']} | {r['device']} | {host_short(r.get('host'))} | {r.get('at', '-')} | {r['threads']} | {r['eager_ms']:.2f} | "
               f"{r['torch_compile_ms']:.2f} ({r['compile_s']:.0f}) | {r['onnxruntime_ms']:.2f} | "
               + (f"{best}: {ms:.2f}" if best else "not tuned") + f" | {ratio(r['eager_ms'])} | "
               f"{ratio(r['torch_compile_ms'])} | {ratio(r['onnxruntime_ms'])} |")

@@ -63,11 +63,13 @@ UPDATE_MODES = ("none", "refit", "residual")         # tcl.models.adapter.UPDATE
 # residual learn nothing); "round-robin" joins each task once its runs are done. "auto": round
 # robin while the budget is at most one round per task (the same allocation), else gradient.
 SCHEDULERS = ("auto", "gradient", "round-robin")
-# What a run uses where the caller names nothing, measured best at 64 trials per task on two
+# What a run uses where the caller names nothing, measured at 64 trials per task on two
 # one-core profiles (docs/results.md, "tcl tune's defaults"): tcl's models as a prior that an
-# online XGBoost corrects (residual: faster networks than frozen in 5 of the 6 matched cells)
-# with a lean evolutionary search (64 x 2: the latency of MetaSchedule's 512 x 4 at 5-8% search
-# overhead instead of 56%); MetaSchedule's own models keep MetaSchedule's search.
+# online XGBoost corrects (residual: networks as fast as frozen's or faster in 5 of 6 matched
+# cells in each of two timing sittings, and a final model that ranks the search's candidates
+# at 0.84-0.87 pairwise against frozen's 0.53-0.57) with a lean evolutionary search (64 x 2:
+# within 2-4% of MetaSchedule's 512 x 4 latency at 5-8% search overhead instead of 56%);
+# MetaSchedule's own models keep MetaSchedule's search.
 TCL_UPDATE = "residual"
 TCL_SEARCH = (64, 2)            # population, generations
 METASCHEDULE_SEARCH = (512, 4)  # EvolutionarySearch's defaults

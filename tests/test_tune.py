@@ -88,6 +88,26 @@ def test_tune_compiles_a_network_that_matches_pytorch(tiny, model, update, tmp_p
     _online_ranking_is_reported(summary, r, frozen=model == "file" and update == "none")
     _time_split_is_reported(summary, r, tcl_model=model == "file")
     _compile_finds_the_tuned_fused_task(paths, inst, out, capfd)
+    if model == "random":
+        _retimes_keep_every_sitting(root, out, r, tmp_path)
+
+
+def _retimes_keep_every_sitting(root, out, r, tmp_path) -> None:
+    """benchmarks/tuning.py --retime times the finished run's network again: the run's own
+    figures stay under as_tuned, each sitting is kept, the row reads the median of them."""
+    results = tmp_path / "rows.jsonl"
+    row = {"out": str(out), "network": "tiny", "device": "cpu-avx2", "model_arg": "random",
+           "update": "none", "seed": 0, "latency_ms": r.latency_ms,
+           "latency_std_ms": r.latency_std_ms, "torch_ms": r.torch_ms}
+    results.write_text(json.dumps(row) + "\n")
+    bench = _bench_tuning()
+    bench.retime_rows(results, root)
+    bench.retime_rows(results, root)                 # retimed already: skipped
+    bench.retime_rows(results, root, again=True)     # one more sitting
+    got = json.loads(results.read_text())
+    assert got["as_tuned"]["latency_ms"] == r.latency_ms and len(got["retimes"]) == 2
+    assert got["latency_ms"] == pytest.approx(
+        sum(x["latency_ms"] for x in got["retimes"]) / 2)   # the median of two
 
 
 def _online_ranking_is_reported(summary: dict, r, frozen: bool) -> None:
