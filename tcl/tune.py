@@ -68,8 +68,8 @@ SCHEDULERS = ("auto", "gradient", "round-robin")
 # online XGBoost corrects (residual: networks as fast as frozen's or faster in 5 of 6 matched
 # cells in each of two timing sittings, and a final model that ranks the search's candidates
 # at 0.84-0.87 pairwise against frozen's 0.53-0.57) with a lean evolutionary search (64 x 2:
-# within 2-4% of MetaSchedule's 512 x 4 latency at 5-8% search overhead instead of 56%);
-# MetaSchedule's own models keep MetaSchedule's search.
+# networks at most 2-6% slower than with MetaSchedule's 512 x 4, at 5-8% search overhead
+# instead of 35-56%); MetaSchedule's own models keep MetaSchedule's search.
 TCL_UPDATE = "residual"
 TCL_SEARCH = (64, 2)            # population, generations
 METASCHEDULE_SEARCH = (512, 4)  # EvolutionarySearch's defaults
