@@ -5,6 +5,28 @@ from typing import Callable
 
 import polars as pl
 
+DEFAULT_SEARCH = (512, 4, "gradient")   # MetaSchedule's population, generations, scheduler
+
+
+def search_of(row: dict) -> tuple[int, int, str] | None:
+    """(population, generations, task scheduler) a row's run searched with; None for a row
+    older than the field (rows of one results file share one command's search: docs/results.md
+    says which); gradient for a row older than the scheduler's field (tcl tune had no other)."""
+    s = row.get("search")
+    return (s["population"], s["generations"], s.get("scheduler", "gradient")) if s else None
+
+
+def run_label(model: str, update: str, description: str,
+              search: tuple[int, int, str] | None = None) -> str:
+    """A tuning run's name in the tables: the model, its update mode, its search where not
+    MetaSchedule's default, and for tcl the model file it used (from ``description``)."""
+    name = model + ("" if update == "none" else f" ({update})")
+    if search is not None and search[:2] != DEFAULT_SEARCH[:2]:
+        name += f" {search[0]}x{search[1]}"   # population x generations
+    if search is not None and search[2] != DEFAULT_SEARCH[2]:
+        name += f", {search[2]}"
+    return name + (f" [{description.split(' (')[0]}]" if model == "tcl" else "")
+
 
 def report_errors(name: str, job: Callable[[], None]) -> int:
     """A script's exit status: 0, or 2 with ``name: error: ...`` when ``job`` raises TclError."""

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import host_short, report_errors
+from _common import host_short, report_errors, run_label, search_of
 from tcl.config import Paths, TclError
 from tcl.measure.timed import median_ms
 
@@ -113,7 +113,7 @@ def summarize(results: Path, tuning: Path | None) -> None:
     tuned: dict[tuple, dict[str, list[float]]] = {}
     if tuning is not None and tuning.exists():
         for r in map(json.loads, tuning.read_text().splitlines()):
-            name = r["model_arg"] + ("" if r["update"] == "none" else f" ({r['update']})")
+            name = run_label(r["model_arg"], r["update"], "", search_of(r)).split(" [")[0]
             tuned.setdefault((r["network_arg"], r["device"], r.get("host")), {}).setdefault(
                 name, []).append(r["latency_ms"])
     print("| network | device | host | timed | threads | PyTorch eager ms | torch.compile ms (compile s) | "

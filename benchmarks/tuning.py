@@ -42,21 +42,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from _common import host_short, report_errors
+from _common import DEFAULT_SEARCH, host_short, report_errors, run_label, search_of
 from tcl.config import Paths, TclError
 from tcl.metrics import standard_error as _se
 
 MODELS = ("tcl", "tenset-mlp", "xgb-online", "random")
-# MetaSchedule's defaults: EvolutionarySearch's population and generations, the task scheduler
-DEFAULT_SEARCH = (512, 4, "gradient")
-
-
-def search_of(row: dict) -> tuple[int, int, str] | None:
-    """(population, generations, task scheduler) a row's run searched with; None for a row
-    older than the field (rows of one results file share one command's search: docs/results.md
-    says which); gradient for a row older than the scheduler's field (tcl tune had no other)."""
-    s = row.get("search")
-    return (s["population"], s["generations"], s.get("scheduler", "gradient")) if s else None
 
 
 def tcl_model(paths: Paths, device: str) -> str:
@@ -321,16 +311,6 @@ def _overhead_split(runs: list[dict]) -> str:
     return "/".join(f"{x:.0f}" for x in share) + "%"
 
 
-def _label(model: str, update: str, description: str,
-           search: tuple[int, int, str] | None = None) -> str:
-    name = model + ("" if update == "none" else f" ({update})")
-    if search is not None and search[:2] != DEFAULT_SEARCH[:2]:
-        name += f" {search[0]}x{search[1]}"   # population x generations
-    if search is not None and search[2] != DEFAULT_SEARCH[2]:
-        name += f", {search[2]}"
-    return name + (f" [{description.split(' (')[0]}]" if model == "tcl" else "")
-
-
 def per_task_best(runs: list[dict]) -> dict[str, float]:
     """Per task, the best latency (ms) each run measured, the median over the runs."""
     best: dict[str, list[float]] = {}
@@ -369,7 +349,7 @@ def best_reference(runs: list[dict], reference: str) -> tuple[list[dict], str]:
     if not by_search:
         return [], "-"
     best = min(by_search, key=lambda s: np.mean([r["latency_ms"] for r in by_search[s]]))
-    return by_search[best], _label(reference, "none", "", best)
+    return by_search[best], run_label(reference, "none", "", best)
 
 
 def summarize(results: Path, plot: str | None = None, reference: str = "xgb-online",
@@ -417,7 +397,7 @@ def summarize(results: Path, plot: str | None = None, reference: str = "xgb-onli
             task_cell = (f"{task_trials:.0f} ({np.mean([p[1] for p in per_task]):.0f}/"
                          f"{len(ref_best)})" if task_trials == task_trials else "-")
             ms = ".2f" if np.mean(lat) < 10 else ".1f"
-            label = _label(model, update, g[0]["model"], search)
+            label = run_label(model, update, g[0]["model"], search)
             print(f"| {network} | {device} | {host_short(host)} | {label} | {len(g)} | "
                   f"{int(np.mean([r['trials'] for r in g]))} | "
                   f"{_f(np.mean(lat), ms)} ± {_f(_se(lat), ms)} | "
@@ -487,7 +467,7 @@ def _plot(groups: dict[tuple, list[dict]], out: str) -> None:
     colors: dict[str, str] = {}
     for ax, ((network, device, host), runs) in zip(axes[0], groups.items()):
         for r in runs:
-            label = _label(r["model_arg"], r["update"], r["model"], search_of(r)).split(" [")[0]
+            label = run_label(r["model_arg"], r["update"], r["model"], search_of(r)).split(" [")[0]
             color = colors.setdefault(label, f"C{len(colors)}")
             xs = [p["wall_s"] for p in r["curve"]]
             ys = [p["estimate_ms"] if p["estimate_ms"] is not None else math.nan
