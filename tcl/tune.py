@@ -65,11 +65,11 @@ UPDATE_MODES = ("none", "refit", "residual")         # tcl.models.adapter.UPDATE
 SCHEDULERS = ("auto", "gradient", "round-robin")
 # What a run uses where the caller names nothing, measured at 64 trials per task on two
 # one-core profiles (docs/results.md, "tcl tune's defaults"): tcl's models as a prior that an
-# online XGBoost corrects (residual: networks as fast as frozen's or faster in 5 of 6 matched
-# cells in each of two timing sittings, and a final model that ranks the search's candidates
-# at 0.84-0.87 pairwise against frozen's 0.53-0.57) with a lean evolutionary search (64 x 2:
-# networks at most 2-6% slower than with MetaSchedule's 512 x 4, at 5-8% search overhead
-# instead of 35-56%); MetaSchedule's own models keep MetaSchedule's search.
+# online XGBoost corrects (residual: where it learns during the run, its networks were faster
+# than frozen's in 3 of 4 cells and tied in 1; where it cannot, it is the prior alone; about
+# 2 s a run) with a lean evolutionary search (64 x 2: networks at most 2-6% slower than with
+# MetaSchedule's 512 x 4, at 5-8% search overhead instead of 35-56%); MetaSchedule's own
+# models keep MetaSchedule's search.
 TCL_UPDATE = "residual"
 TCL_SEARCH = (64, 2)            # population, generations
 METASCHEDULE_SEARCH = (512, 4)  # EvolutionarySearch's defaults
