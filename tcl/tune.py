@@ -67,7 +67,7 @@ SCHEDULERS = ("auto", "gradient", "round-robin")
 # one-core profiles (docs/results.md, "tcl tune's defaults"): tcl's models as a prior that an
 # online XGBoost corrects (residual: where it learns during the run, its networks were faster
 # than frozen's in 3 of 4 cells and tied in 1; where it cannot, it is the prior alone; about
-# 2 s a run) with a lean evolutionary search (64 x 2: networks at most 2-6% slower than with
+# 2 s a run) with a lean evolutionary search (64 x 2: networks 0.95-1.02x those of
 # MetaSchedule's 512 x 4, at 5-8% search overhead instead of 35-56%); MetaSchedule's own
 # models keep MetaSchedule's search.
 TCL_UPDATE = "residual"
