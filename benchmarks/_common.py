@@ -19,13 +19,14 @@ def search_of(row: dict) -> tuple[int, int, str] | None:
 def run_label(model: str, update: str, description: str,
               search: tuple[int, int, str] | None = None) -> str:
     """A tuning run's name in the tables: the model, its update mode, its search where not
-    MetaSchedule's default, and for tcl the model file it used (from ``description``)."""
+    MetaSchedule's default, and for tcl the model file it used (from ``description``; none
+    when it is empty)."""
     name = model + ("" if update == "none" else f" ({update})")
     if search is not None and search[:2] != DEFAULT_SEARCH[:2]:
         name += f" {search[0]}x{search[1]}"   # population x generations
     if search is not None and search[2] != DEFAULT_SEARCH[2]:
         name += f", {search[2]}"
-    return name + (f" [{description.split(' (')[0]}]" if model == "tcl" else "")
+    return name + (f" [{description.split(' (')[0]}]" if model == "tcl" and description else "")
 
 
 def report_errors(name: str, job: Callable[[], None]) -> int:

@@ -113,7 +113,7 @@ def summarize(results: Path, tuning: Path | None) -> None:
     tuned: dict[tuple, dict[str, list[float]]] = {}
     if tuning is not None and tuning.exists():
         for r in map(json.loads, tuning.read_text().splitlines()):
-            name = run_label(r["model_arg"], r["update"], "", search_of(r)).split(" [")[0]
+            name = run_label(r["model_arg"], r["update"], "", search_of(r))
             tuned.setdefault((r["network_arg"], r["device"], r.get("host")), {}).setdefault(
                 name, []).append(r["latency_ms"])
     print("| network | device | host | timed | threads | PyTorch eager ms | torch.compile ms (compile s) | "

@@ -467,7 +467,7 @@ def _plot(groups: dict[tuple, list[dict]], out: str) -> None:
     colors: dict[str, str] = {}
     for ax, ((network, device, host), runs) in zip(axes[0], groups.items()):
         for r in runs:
-            label = run_label(r["model_arg"], r["update"], r["model"], search_of(r)).split(" [")[0]
+            label = run_label(r["model_arg"], r["update"], "", search_of(r))
             color = colors.setdefault(label, f"C{len(colors)}")
             xs = [p["wall_s"] for p in r["curve"]]
             ys = [p["estimate_ms"] if p["estimate_ms"] is not None else math.nan
