@@ -7,8 +7,8 @@ tcl measures with; tcl calls its two steps itself so that a run can resume); onl
 changes: a tcl model through the ``PyCostModel`` adapter (``tcl.models.adapter``), frozen
 (``update="none"``), refit on what the search measures (``"refit"``) or kept as a prior that an
 online XGBoost corrects on its residual (``"residual"``: ``tcl.models.residual``, the default:
-``tuning_defaults``); MetaSchedule's
-XGBoost trained online from scratch (``xgb-online``), or its random model (``random``, the floor).
+``tuning_defaults``); MetaSchedule's XGBoost trained online from scratch (``xgb-online``), or its
+random model (``random``, the floor).
 ``MetaScheduleTuneIRMod`` is not used: it ignores a custom cost model.
 
 The budget covers every task before any task gets a second round: the scheduler's first round

@@ -47,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     tu.add_argument("--update", choices=UPDATE_MODES,
                     help="a tcl model frozen (none), refit on what the search measures (refit, "
                          f"slow), or kept as a prior that an online XGBoost corrects (residual; "
-                         f"default {TCL_UPDATE} for tcl's models, measured best)")
+                         f"default {TCL_UPDATE} for tcl's models: docs/results.md, \"tcl tune's "
+                         "defaults\", says why)")
     tu.add_argument("--seed", type=int_in(0), default=0)
     tu.add_argument("--population", type=int_in(2),
                     help="evolutionary search: schedules the model scores per generation "
