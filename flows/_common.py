@@ -6,18 +6,18 @@ import inspect
 import os
 import sys
 
-from tcl.pipeline.prefect_setup import prefect_defaults, refuse, run_flow
+from tcl.pipeline.prefect_setup import prefect_defaults, refuse, run_flow, run_flow_command
 
 __all__ = ["main", "map_over_tasks", "prefect_defaults", "refuse", "run_flow"]
 
 
 def main(flow, argv: list[str] | None = None) -> int:
-    """``python -m flows.<name> [--params FILE] [--device NAME]``: run ``flow``; errors as one
-    line, exit 2. The params file (and the device, for a flow that takes one) is validated
+    """``python -m flows.<name> [--params FILE] [--device NAME]``: run ``flow``; a failure is
+    one line (the traceback goes to the flow's log file, which the line names). The params file (and the device, for a flow that takes one) is validated
     before the flow starts, so bad input never reaches Prefect (which would log a traceback)."""
     from tcl.pipeline.add_device import check_device
-    from tcl.cli import Parser, _one_line
-    from tcl.config import TclError
+    from tcl.cli import Parser
+    from tcl.config import TclError, one_line
     from tcl.pipeline.params import load_params
 
     parser = Parser(prog=f"python -m flows.{flow.name.replace('-', '_')}",
@@ -31,20 +31,19 @@ def main(flow, argv: list[str] | None = None) -> int:
     try:
         params = load_params(args.params)
         extra = {"device": check_device(params, args.device).name} if takes_device else {}
-        run_flow(flow, params_file=args.params, **extra)
     except TclError as e:
-        print(f"{flow.name}: error: {_one_line(e)}", file=sys.stderr)
+        print(f"{flow.name}: error: {one_line(e)}", file=sys.stderr)
         return 2
-    return 0
+    return run_flow_command(flow, params.paths, params_file=args.params, **extra)
 
 
-def map_over_tasks(task_fn, params) -> int:
-    """``task_fn(params, task_ids)`` once per chunk of the pipeline's tasks, on the flow's task
-    runner (``tcl.pipeline.scale_out``); the sum of what the runs return."""
+def map_over_tasks(task_fn, params, task_ids: list[str]) -> int:
+    """``task_fn(params, chunk)`` once per chunk of ``task_ids`` (the stage's own tasks: the
+    same ones its ``tcl stage`` command covers), on the flow's task runner
+    (``tcl.pipeline.scale_out``); the sum of what the runs return."""
     from prefect import unmapped
 
-    from tcl.pipeline import scale_out, stages as pipeline
+    from tcl.pipeline import scale_out
 
-    task_ids = pipeline.selected_tasks(params)["task_id"].to_list()
     futures = task_fn.map(unmapped(params), scale_out.chunks(task_ids, params))
     return sum(f.result() for f in futures)

@@ -19,7 +19,7 @@ def featurize_programs(params: Params, task_ids: list[str]) -> int:
 @flow(name="featurize-tasks", log_prints=True)
 def featurize_tasks(params: Params) -> int:
     """One Prefect task per chunk of tasks, on the configured task runner."""
-    return map_over_tasks(featurize_programs, params)
+    return map_over_tasks(featurize_programs, params, pipeline.feature_tasks(params))
 
 
 @flow(name="featurize", log_prints=True)

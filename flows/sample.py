@@ -19,7 +19,7 @@ def sample_candidates(params: Params, task_ids: list[str]) -> int:
 @flow(name="sample-tasks", log_prints=True)
 def sample_tasks(params: Params) -> int:
     """One Prefect task per chunk of tasks, on the configured task runner."""
-    return map_over_tasks(sample_candidates, params)
+    return map_over_tasks(sample_candidates, params, pipeline.sample_tasks(params))
 
 
 @flow(name="sample", log_prints=True)

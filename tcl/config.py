@@ -10,6 +10,11 @@ class TclError(Exception):
     """An error the user can act on: the message names what was wrong and what was expected."""
 
 
+def one_line(text: object) -> str:
+    """``text`` as one line (its lines joined by " | "): how every error reaches a terminal."""
+    return " | ".join(line.strip() for line in str(text).strip().splitlines() if line.strip())
+
+
 def read_text(path: Path, what: str) -> str:
     """The UTF-8 text of ``path``, the ``what`` (e.g. "params file") the user gave; a file that
     is not UTF-8, or a directory, is a TclError naming it. Every text file tcl reads goes
@@ -163,6 +168,11 @@ class Paths:
     @property
     def locks_dir(self) -> Path:
         return self.root / ".locks"
+
+    @property
+    def logs_dir(self) -> Path:
+        """The last run of each flow, with its tracebacks (the terminal shows one line)."""
+        return self.root / ".logs"
 
     @property
     def cache_dir(self) -> Path:

@@ -7,10 +7,10 @@ import os
 # Every command group is imported here, at the top: a group whose import fails stops the
 # command with its traceback, rather than leaving its commands out of `tcl --help`.
 from . import data, device, models, pipeline, serve, status, tune, zoo
-from .common import Parser, _interrupted, _note_sigint, _one_line, _run, _zoo_tasks
+from .common import Parser, _interrupted, _note_sigint, _run, _zoo_tasks
 
 # what flows/ and benchmarks/ import from tcl.cli, beside main and build_parser
-__all__ = ["Parser", "_one_line", "_zoo_tasks", "build_parser", "main"]
+__all__ = ["Parser", "_zoo_tasks", "build_parser", "main"]
 
 # the command groups, in the order `tcl --help` lists their commands
 GROUPS = (device, zoo, data, models, tune, status, serve, pipeline)

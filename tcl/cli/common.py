@@ -15,6 +15,7 @@ import polars as pl
 
 from ..budget import budget_from_text
 from ..config import Paths, TclError
+from ..config import one_line
 from ..measure.interrupt import Interrupted
 
 
@@ -131,10 +132,6 @@ def network_selection(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--small", action="store_true", help="reduced input shapes (tests)")
 
 
-def _one_line(text: str) -> str:
-    return " | ".join(line.strip() for line in str(text).strip().splitlines() if line.strip())
-
-
 def _note_sigint(seen: list[int]):
     """Ctrl-C raises KeyboardInterrupt as usual, and is noted in ``seen``: TVM hands a
     KeyboardInterrupt raised inside its callbacks (a cost model, a measure callback: `tcl
@@ -165,7 +162,7 @@ def _run(args, seen: list[int]) -> int:
         # does, in places): the user still asked to stop, and the result may be cut short
         return _interrupted() if seen else code
     except Interrupted as e:
-        print(f"tcl: {_one_line(e)}", file=sys.stderr)
+        print(f"tcl: {one_line(e)}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         return _interrupted()
@@ -175,7 +172,7 @@ def _run(args, seen: list[int]) -> int:
         if seen:   # whatever a library made of the interrupt
             return _interrupted()
         if isinstance(e, TclError):
-            print(f"tcl: error: {_one_line(e)}", file=sys.stderr)
+            print(f"tcl: error: {one_line(e)}", file=sys.stderr)
             return 2
         if isinstance(e, OSError) and e.filename is not None and \
                 not os.environ.get("TCL_DEBUG"):
@@ -188,7 +185,7 @@ def _run(args, seen: list[int]) -> int:
 def _internal(e: Exception) -> int:
     if os.environ.get("TCL_DEBUG"):
         raise e
-    print(f"tcl: internal error: {type(e).__name__}: {_one_line(e)[:500]} "
+    print(f"tcl: internal error: {type(e).__name__}: {one_line(e)[:500]} "
           "(set TCL_DEBUG=1 for the traceback)", file=sys.stderr)
     return 1
 

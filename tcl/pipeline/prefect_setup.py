@@ -10,10 +10,14 @@ default (``~/.prefect``) stays.
 """
 from __future__ import annotations
 
+import logging
 import os
-from typing import TYPE_CHECKING
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
 
-from ..config import Paths, TclError
+from ..config import Paths, TclError, one_line
 from .events import serving
 
 if TYPE_CHECKING:   # Prefect is imported only after prefect_defaults()
@@ -70,3 +74,75 @@ def run_flow(flow, **parameters):
         raise TclError(f"flow {flow.name}: the Prefect API at {api} went away mid-run "
                        f"({type(e).__name__}: {e}); what it stored is kept: run it again to "
                        "resume (with no PREFECT_API_URL it runs without a server)") from e
+
+
+class _WithoutTraceback(logging.Formatter):
+    """A console handler's own formatter, minus the traceback: the log file keeps it."""
+
+    def __init__(self, inner: logging.Formatter | None):
+        super().__init__()
+        self.inner = inner or logging.Formatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        saved = record.exc_info, record.exc_text, record.stack_info
+        record.exc_info = record.exc_text = record.stack_info = None
+        try:
+            return self.inner.format(record)
+        finally:
+            record.exc_info, record.exc_text, record.stack_info = saved
+
+
+def _console_handlers() -> list[tuple[logging.Logger, logging.Handler]]:
+    loggers = [logging.getLogger()] + [logging.getLogger(name)
+                                       for name in list(logging.root.manager.loggerDict)]
+    return [(lg, h) for lg in loggers for h in lg.handlers
+            if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]
+
+
+@contextmanager
+def tracebacks_to(log: Path) -> Iterator[None]:
+    """Within: every console log handler prints one line per record, no traceback, and every
+    record goes in full to ``log`` (rewritten: it holds the last run), beside it."""
+    import prefect.logging.configuration   # Prefect's console handlers exist once it is set up
+
+    prefect.logging.configuration.setup_logging()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    to_file = logging.FileHandler(log, mode="w", encoding="utf-8")
+    to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    consoles = _console_handlers()
+    formatters = [h.formatter for _, h in consoles]
+    for lg in {id(lg): lg for lg, _ in consoles}.values():
+        lg.addHandler(to_file)
+    for _, handler in consoles:
+        handler.setFormatter(_WithoutTraceback(handler.formatter))
+    try:
+        yield
+    finally:
+        for (lg, handler), formatter in zip(consoles, formatters):
+            handler.setFormatter(formatter)
+            if to_file in lg.handlers:
+                lg.removeHandler(to_file)
+        to_file.close()
+
+
+def run_flow_command(flow, paths: Paths, **parameters) -> int:
+    """``run_flow`` for a command line (``python -m flows.<name>``): a failure is one line on
+    stderr that says what failed and what to do, with the traceback in the flow's log file
+    (``Paths.logs_dir``), which the line names. Exit 0, 2 (a TclError: the user can act on
+    it) or 1 (an internal error)."""
+    import sys
+
+    log = paths.logs_dir / f"{flow.name}.log"
+    with tracebacks_to(log):
+        try:
+            run_flow(flow, **parameters)
+            return 0
+        except Exception as e:
+            with log.open("a", encoding="utf-8") as f:
+                f.write("".join(traceback.format_exception(e)))
+            if isinstance(e, TclError):
+                print(f"{flow.name}: error: {one_line(e)} (log: {log})", file=sys.stderr)
+                return 2
+            print(f"{flow.name}: internal error: {type(e).__name__}: {one_line(e)[:500]} "
+                  f"(traceback in {log}; please report it with that file)", file=sys.stderr)
+            return 1

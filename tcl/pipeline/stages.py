@@ -133,12 +133,17 @@ def run_featurize(params: Params, progress: bool = True,
     return n
 
 
+def sample_tasks(params: Params) -> list[str]:
+    """The tasks the sample stage covers: the selected ones."""
+    return selected_tasks(params)["task_id"].to_list()
+
+
 def feature_tasks(params: Params) -> list[str]:
     """The tasks whose programs need features: the selected ones, and every task with sampled
     or measured programs (every measured program is a candidate), so that whatever
     ``train.sources`` lets the models learn from has its features. Candidates, not records:
     the stage may not depend on the records, which the select stages write from its features."""
-    tasks = set(selected_tasks(params)["task_id"].to_list())
+    tasks = set(sample_tasks(params))
     prefix = "task="
     tasks |= {f.stem[len(prefix):] for f in params.paths.candidates_dir.glob(f"{prefix}*.parquet")}
     return sorted(tasks)
