@@ -131,6 +131,16 @@ class Paths:
         """The device's latest continual model and its metrics (``tcl stage distill``)."""
         return self.reports_dir / "continual" / f"{device}.json"
 
+    def continual_metrics(self, device: str) -> Path:
+        """Its headline figures, one flat row of ``dvc metrics show``."""
+        return self.reports_dir / "continual" / f"{device}.metrics.json"
+
+    @property
+    def scores_dir(self) -> Path:
+        """The evaluation's mean figures, one file (one row of ``dvc metrics show``) per device
+        and model: ``<device>/<model>.json``."""
+        return self.reports_dir / "by-model"
+
     def add_device_plot(self, device: str) -> Path:
         """The add-device run's plot (its Prefect artifact)."""
         return self.reports_dir / "add-device" / f"{device}.png"

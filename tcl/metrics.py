@@ -156,9 +156,11 @@ def task_metrics(scores, latency, task_ids, ks: Sequence[int] = (1, 5)) -> pl.Da
 
 def task_scores(per_task: pl.DataFrame, ks: Sequence[int] = (1, 5)) -> pl.DataFrame:
     """``task_metrics`` plus each task's own top-k score (best / best-of-top-k: a network of
-    that one task) and pairwise accuracy (null when it has no ordered pair)."""
+    that one task; null with k or fewer programs, where it is 1 whatever the ranking) and
+    pairwise accuracy (null when it has no ordered pair)."""
     return per_task.with_columns(
-        *[(pl.col("best") / pl.col(f"pick{k}")).alias(f"top{k}") for k in ks],
+        *[pl.when(pl.col("n_programs") > k).then(pl.col("best") / pl.col(f"pick{k}"))
+          .otherwise(None).alias(f"top{k}") for k in ks],
         pl.when(pl.col("pairs") > 0).then(pl.col("correct") / pl.col("pairs")).otherwise(None)
         .alias("pairwise"))
 
@@ -173,10 +175,17 @@ def failed_pick_share(per_task: pl.DataFrame, k: int = 1) -> float | None:
 
 
 def _topk_columns(ks: Sequence[int], weight: str | None) -> list[pl.Expr]:
+    """Pooled top-k over the tasks with more than k programs: where a task has k or fewer, its
+    top-k picks them all and scores 1 whatever the model (n/a, None, when no task has more)."""
     w = pl.col(weight) if weight else pl.lit(1.0)
-    return [pl.when(pl.col("best").is_not_null().any())
-            .then((w * pl.col("best")).sum() / (w * pl.col(f"pick{k}")).sum())
-            .otherwise(None).alias(f"top{k}") for k in ks]
+    out = []
+    for k in ks:
+        ranks = pl.col("best").is_not_null() & (pl.col("n_programs") > k)
+        out.append(pl.when(ranks.any())
+                   .then((w * pl.col("best")).filter(ranks).sum()
+                         / (w * pl.col(f"pick{k}")).filter(ranks).sum())
+                   .otherwise(None).alias(f"top{k}"))
+    return out
 
 
 def _pairwise_column() -> pl.Expr:

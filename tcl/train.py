@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -116,7 +117,6 @@ def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | Non
     import concurrent.futures as cf
     import multiprocessing
     import os
-    import shutil
 
     seeds = list(seeds)
     task_ids = None if task_ids is None else list(task_ids)
@@ -201,8 +201,16 @@ def _summary(frame: pl.DataFrame, out: Path) -> dict[str, Path]:
         summary.setdefault(row["device"] or "all", {})[row["model"]] = {
             v: (None if row[v] is None or row[v] != row[v] else round(float(row[v]), 4))
             for v in values}
-    files = {"summary": out / "summary.json", "scores": out / "scores.csv"}
+    files = {"summary": out / "summary.json", "scores": out / "scores.csv",
+             "by_model": out / "by-model"}
     files["summary"].write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    shutil.rmtree(files["by_model"], ignore_errors=True)   # only this run's devices and models
+    for device, models in summary.items():
+        for model, figures in models.items():
+            row = files["by_model"] / device / f"{model}.json"
+            row.parent.mkdir(parents=True, exist_ok=True)
+            row.write_text(json.dumps({v: figures[v] for v in figures if not v.startswith("se_")},
+                                      indent=2, sort_keys=True) + "\n")
     mean.select(pl.concat_str([pl.col("device").fill_null("all"), pl.col("model")],
                               separator=" ").alias("run"),
                 pl.col("device").fill_null("all"), "model", *values) \

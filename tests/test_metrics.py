@@ -59,12 +59,17 @@ def test_labels_rejects_mismatched_lengths():
 
 def test_topk_score_tenset_definition():
     top1 = metrics.topk_score(NETWORKS, SCORES, LAT, 1, task_ids=TASKS)
-    # n1: A picks program 0 (lat 2, best 1), B's only program (3): (2*1 + 3) / (2*2 + 3)
-    # n2: B (3/3), C tie -> input order picks lat 1 (best): 1
+    # n1: A picks program 0 (lat 2, best 1): 2*1 / 2*2; B has one program, which any ranking
+    # picks: no top-1 to score (left out, not counted as 1)
+    # n2: B left out, C tie -> input order picks lat 1 (best): 1
     assert top1["network_key"].to_list() == ["n1", "n2"]
-    np.testing.assert_allclose(top1["top1"].to_numpy(), [5 / 7, 1.0])
+    np.testing.assert_allclose(top1["top1"].to_numpy(), [0.5, 1.0])
+    # no task has more than 5 programs: top-5 is n/a (None), not a trivial 1.0
     top5 = metrics.topk_score(NETWORKS, SCORES, LAT, 5, task_ids=TASKS)
-    np.testing.assert_allclose(top5["top5"].to_numpy(), [1.0, 1.0])
+    assert top5["top5"].to_list() == [None, None]
+    per_task = metrics.task_scores(metrics.task_metrics(SCORES, LAT, TASKS, (1, 5)), (1, 5))
+    assert per_task.filter(pl.col("task_id") == "B")["top1"].to_list() == [None]
+    assert per_task["top5"].null_count() == len(per_task)
     assert top1["n_tasks"].to_list() == [2, 2] and top1["tasks_missing"].to_list() == [0, 0]
 
 
@@ -84,7 +89,7 @@ def test_topk_invalid_pick_and_unmeasured_task():
     assert got["n_tasks"].to_list() == [1] and got["tasks_missing"].to_list() == [1]
     top2 = metrics.topk_score(net, [1.0, 0.0, 5.0], [np.nan, 2.0, np.nan], 2,
                               task_ids=["D", "D", "E"])
-    assert top2["top2"].to_list() == [1.0]
+    assert top2["top2"].to_list() == [None]     # D's 2 programs: its top-2 is both of them
 
 
 def test_network_without_any_valid_task_has_no_score():

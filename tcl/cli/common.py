@@ -83,6 +83,15 @@ def _print_frame(frame) -> None:
         print(frame)
 
 
+def print_table(frame: pl.DataFrame) -> None:
+    """``frame`` as plain aligned columns, no borders or types: every row, every column."""
+    text = [[str(c) for c in frame.columns]] + \
+        [["-" if v is None else str(v) for v in row] for row in frame.iter_rows()]
+    widths = [max(len(r[i]) for r in text) for i in range(len(frame.columns))]
+    for r in text:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+
+
 def _zoo_tasks(paths: Paths, networks: list[str] | None, split: str = "all",
                max_tasks: int | None = None, small: bool = False, extract: bool = True):
     """Tasks of the selected networks (extracted into the zoo first where needed), heaviest

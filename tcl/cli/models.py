@@ -13,7 +13,7 @@ from ..pipeline.params import DEFAULT_FILE, load_params
 from ..predict import predict_database
 from ..registry import ModelRegistry
 from ..score import score_records
-from .common import _paths, _print_frame, any_device_flag, out_path
+from .common import _paths, _print_frame, any_device_flag, out_path, print_table
 
 
 def cmd_predict(args) -> int:
@@ -74,18 +74,22 @@ def cmd_models(args) -> int:
     if args.format == "json":
         sys.stdout.write(frame.write_ndjson())
         return 0
-    show = frame.select("id", "device", pl.col("devices").list.join(",").alias("serves"),
-                        "parent", "method", "backbone", "n_records", "newest_measured_at",
-                        "params_shared", "params_per_device",
-                        pl.col("metrics").str.json_path_match("$.new.top1").cast(pl.Float64)
-                        .round(3).alias("top1"),
-                        pl.col("metrics").str.json_path_match("$.new.pairwise").cast(pl.Float64)
-                        .round(3).alias("pairwise"), "created_at")
+    def figure(key: str) -> pl.Expr:
+        return pl.col("metrics").str.json_path_match(f"$.new.{key}").cast(pl.Float64) \
+            .round(3).alias(key)
+
     if args.format == "csv":
-        sys.stdout.write(show.write_csv())
-    else:
-        with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=40):
-            print(show)
+        sys.stdout.write(frame.select(
+            "id", "device", pl.col("devices").list.join(",").alias("serves"), "parent", "method",
+            "backbone", "n_records", "newest_measured_at", "params_shared", "params_per_device",
+            figure("top1"), figure("pairwise"), "created_at").write_csv())
+        return 0
+    # the terminal's table fits 100 columns: what tells versions apart (the rest: --format csv)
+    print_table(frame.select(
+        "id", "device", pl.col("parent").fill_null("-"), "method",
+        pl.col("n_records").alias("records"), figure("top1"), figure("pairwise"),
+        pl.col("created_at").cast(pl.String).str.slice(0, 16).alias("created")))
+    print("(serving devices, backbone, parameters, data snapshot: --format csv or json)")
     return 0
 
 

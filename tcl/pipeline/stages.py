@@ -140,12 +140,15 @@ def sample_tasks(params: Params) -> list[str]:
 
 def feature_tasks(params: Params) -> list[str]:
     """The tasks whose programs need features: the selected ones, and every task with sampled
-    or measured programs (every measured program is a candidate), so that whatever
-    ``train.sources`` lets the models learn from has its features. Candidates, not records:
-    the stage may not depend on the records, which the select stages write from its features."""
+    candidates or stored records (a tuning run's and an import's programs are records, not
+    candidates), so that whatever ``train.sources`` lets the models learn from has its features.
+    A file listing, no query. (dvc.yaml: the stage depends on the candidates, not on the
+    records, which the select stages write from its features; a fresh clone featurizes all.)"""
     tasks = set(sample_tasks(params))
     prefix = "task="
-    tasks |= {f.stem[len(prefix):] for f in params.paths.candidates_dir.glob(f"{prefix}*.parquet")}
+    paths = params.paths
+    tasks |= {f.stem[len(prefix):] for f in paths.candidates_dir.glob(f"{prefix}*.parquet")}
+    tasks |= {d.name[len(prefix):] for d in paths.records_dir.glob(f"device=*/{prefix}*")}
     return sorted(tasks)
 
 
@@ -217,8 +220,22 @@ def run_distill(params: Params, device: str | None = None, method: str | None = 
         out = params.paths.continual_report(d)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(reports[d], indent=2, sort_keys=True, default=str) + "\n")
+        params.paths.continual_metrics(d).write_text(
+            json.dumps(_headline(reports[d]), indent=2, sort_keys=True) + "\n")
         _say(f"distill {d}: report in {out}")
     return reports
+
+
+def _headline(report: dict) -> dict:
+    """A continual report's figures as one flat row (``dvc metrics show``): the new device's
+    top-1, top-5 and pairwise, its forgetting (top-1, mean over the earlier devices; null for the
+    first) and the model's parameters."""
+    lost = [f["top1"]["overall"] for f in (report.get("forgetting") or {}).values()
+            if f.get("top1", {}).get("overall") is not None]
+    new = report.get("new") or {}
+    return {**{k: new.get(k) for k in ("top1", "top5", "pairwise")},
+            "forgetting": round(sum(lost) / len(lost), 4) if lost else None,
+            "parameters": (report.get("parameters") or {}).get("total")}
 
 
 def run_evaluate(params: Params) -> tuple[pl.DataFrame, dict]:
