@@ -220,10 +220,13 @@ COLLECT_SCRIPT = textwrap.dedent("""
 
 
 def test_concurrent_collections_lose_nothing_and_measure_nothing_twice(paths, tmp_path):
+    """Overlapping collections whose batches end mid-task (3 and 5 programs a task, batches of
+    2): each one reaches the other's task while its own batch still holds a task lock, the
+    shape that deadlocked (issue 38). All finish; nothing is measured twice or lost."""
     write_tasks(paths, [matmul_task(32), matmul_task(40)])
     script = tmp_path / "collect.py"
     script.write_text(COLLECT_SCRIPT)
-    runs = [("cpu-avx2", 4), ("cpu-avx2", 6), ("cpu-avx2-1c", 4)]   # started together
+    runs = [("cpu-avx2", 3), ("cpu-avx2", 5), ("cpu-avx2-1c", 4)]   # started together
     procs = [subprocess.Popen([sys.executable, str(script), str(paths.root), dev, str(n)],
                               stderr=subprocess.PIPE, text=True) for dev, n in runs]
     for p in procs:
@@ -231,11 +234,48 @@ def test_concurrent_collections_lose_nothing_and_measure_nothing_twice(paths, tm
         assert p.returncode == 0, err
     raw = raw_records(paths)
     per_device = dict(raw.group_by("device").len().iter_rows())
-    assert per_device == {"cpu-avx2": 12, "cpu-avx2-1c": 8}, "a program was measured twice"
+    assert per_device == {"cpu-avx2": 10, "cpu-avx2-1c": 8}, "a program was measured twice"
     assert raw["record_id"].n_unique() == len(raw)
     programs = set(query(paths, "select program_id from programs")["program_id"])
     assert set(raw["program_id"]) <= programs, "a measured program's candidate was lost"
-    assert len(programs) == 12   # 6 candidates per task: the larger ask extended the file
+    assert len(programs) == 10   # 5 candidates per task: the larger ask extended the file
+
+
+def test_a_collection_never_waits_for_a_task_while_holding_another(paths):
+    """The deadlock of issue 38, step by step: A measures task 1 and finds task 2 taken by B
+    with A's batch not yet full. A must hand its batch over (stored: task 1 released) before it
+    waits for task 2; B, doing the same, can then take task 1. A stopped wait returns."""
+    import threading
+
+    from tcl.measure.collect import CollectStats, _batches, _jobs, _TaskLocks, plan
+    from tcl.store.devices import BUILTIN_DEVICES
+
+    tasks = write_tasks(paths, [matmul_task(32), matmul_task(40)])
+    first, second = tasks["task_id"].to_list()
+    device = BUILTIN_DEVICES["cpu-avx2"]
+    b = _TaskLocks(paths, device.name)
+    assert b.try_take(second)                                   # B measures task 2
+    a = _TaskLocks(paths, device.name)
+    batches = _batches(_jobs(paths, device, plan(paths, device, tasks, 3), 0, CollectStats(),
+                             a, lambda msg: None), 4)
+    got: list = []
+    worker = threading.Thread(target=lambda: got.append(next(batches)), daemon=True)
+    worker.start()
+    worker.join(120)
+    if worker.is_alive():                                       # A waits holding task 1
+        b.release(second)
+        worker.join(120)
+        pytest.fail("a collection waited for task 2 while holding task 1 (deadlock)")
+    assert [job.task_id for job in got[0]] == [first] * 3       # flushed short of 4
+    assert set(a.held) == {first}                               # released once stored
+    a.release(first)
+    with pytest.raises(RuntimeError, match="flush the batch first"):
+        b.take(first)                                           # the rule, enforced
+    # A's wait for task 2 (B still holds it) ends when A is asked to stop
+    stopped = _TaskLocks(paths, device.name, stop=lambda: True)
+    assert stopped.take(second) is False and not stopped.held
+    b.release(second)
+    assert [job.task_id for job in next(batches)] == [second] * 3   # then A measures it
 
 
 def test_an_interrupted_active_collection_resumes_its_selection(zoo_root):

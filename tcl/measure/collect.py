@@ -31,7 +31,7 @@ from ..config import Paths, TclError
 from ..sampling import (MAX_PROGRAMS_PER_TASK, apply_trace, ensure_candidates, load_candidates,
                         sample_programs)
 from ..store.devices import Device, check_runnable
-from ..store.locks import make_lock, try_lock
+from ..store.locks import try_lock, wait_for_lock
 from ..store.records import RecordStore, now_utc, program_id, record_id
 from ..tvm_compat import meta_schedule
 from .builder import local_builder
@@ -333,10 +333,14 @@ class Heartbeat:
 
 
 class _TaskLocks:
-    """The (device, task) measurement locks this collection holds."""
+    """The (device, task) measurement locks this collection holds.
 
-    def __init__(self, paths: Paths, device: str):
-        self.paths, self.device, self.held = paths, device, {}
+    No deadlock by construction: a collection waits for a task's lock only while it holds no
+    other (``_jobs`` flushes its pending batch first, which stores and releases them), so no
+    waiter holds what another waits for. The wait polls, so a signal stops it."""
+
+    def __init__(self, paths: Paths, device: str, stop: Callable[[], bool] = lambda: False):
+        self.paths, self.device, self.held, self.stop = paths, device, {}, stop
 
     def try_take(self, task_id: str) -> bool:
         lock = try_lock(self.paths, "measure", self.device, task_id)
@@ -344,10 +348,15 @@ class _TaskLocks:
             self.held[task_id] = lock
         return lock is not None
 
-    def take(self, task_id: str) -> None:
-        lock = make_lock(self.paths, "measure", self.device, task_id)
-        lock.acquire()  # another collection measures this task now: wait for it to finish
-        self.held[task_id] = lock
+    def take(self, task_id: str) -> bool:
+        """Wait for the lock (another collection measures this task now); False if stopped."""
+        if self.held:
+            raise RuntimeError(f"waiting for task {task_id} while holding {sorted(self.held)}: "
+                               "a deadlock waiting to happen (flush the batch first)")
+        lock = wait_for_lock(self.paths, "measure", self.device, task_id, stop=self.stop)
+        if lock is not None:
+            self.held[task_id] = lock
+        return lock is not None
 
     def release(self, task_id: str) -> None:
         lock = self.held.pop(task_id, None)
@@ -359,12 +368,29 @@ class _TaskLocks:
             self.release(task_id)
 
 
+FLUSH = None   # from _jobs: measure and store the batch so far before the next job
+
+
+def _batches(jobs: Iterator[Job | None], size: int) -> Iterator[list[Job]]:
+    """``jobs`` in batches of up to ``size``, a batch ending early at a FLUSH."""
+    batch: list[Job] = []
+    for job in jobs:
+        if job is not FLUSH:
+            batch.append(job)
+        if batch and (job is FLUSH or len(batch) == size):
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 def _jobs(paths: Paths, device: Device, plan_: Plan, seed: int, stats: CollectStats,
           locks: _TaskLocks, say: Callable[[str], None],
-          program_ids: set[str] | None = None) -> Iterator[Job]:
+          program_ids: set[str] | None = None) -> Iterator[Job | None]:
     """Programs still to measure, task by task (candidates sampled just in time). A task that
     another collection is measuring is skipped and revisited at the end, when its records are
-    in the store, so it is measured by one of them only."""
+    in the store, so it is measured by one of them only. Before waiting for such a task it
+    yields FLUSH: the batch so far is measured and stored, and its task locks released."""
     import tvm
 
     store = RecordStore(paths)
@@ -380,9 +406,12 @@ def _jobs(paths: Paths, device: Device, plan_: Plan, seed: int, stats: CollectSt
                 busy.append(row)
                 continue
             if pass_ == "busy":
+                if locks.held:   # measure and store what is pending: never wait holding a lock
+                    yield FLUSH
                 say(f"waiting for another collection measuring task {row['task_id']} "
                     f"on {device.name}")
-                locks.take(row["task_id"])
+                if not locks.take(row["task_id"]):
+                    return   # stopped by a signal: the caller raises Interrupted
             cands = ensure_candidates(paths, row["task_id"], row["workload_json"], n, seed)
             if program_ids is not None:
                 cands = cands.filter(pl.col("program_id").is_in(list(program_ids)))
@@ -415,8 +444,6 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
     :class:`InfrastructureFailure` when the tracker or the runner fails, after storing every
     finished measurement and nothing that the failure cut short.
     """
-    from itertools import islice
-
     from tqdm import tqdm
 
     if batch_size < 1:
@@ -429,16 +456,17 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
     runner = None  # started on the first batch: a run with nothing new starts no pools
     bar = tqdm(total=the_plan.todo, unit="prog", disable=not progress, file=sys.stderr,
                desc=f"collect {device.name}")
-    locks = _TaskLocks(paths, device.name)
-    say = (lambda msg: bar.write(msg, file=sys.stderr)) if progress else (lambda msg: None)
     guard = StopGuard()
+    locks = _TaskLocks(paths, device.name, stop=lambda: guard.interrupted)
+    say = (lambda msg: bar.write(msg, file=sys.stderr)) if progress else (lambda msg: None)
     beat = Heartbeat(report, what or f"measure {device.name}", the_plan.todo, stats,
                      PROGRESS_EVERY_S if every_s is None else every_s) \
         if report is not None and the_plan.todo else nullcontext()
     try:
         with guard, beat:
-            jobs = _jobs(paths, device, the_plan, seed, stats, locks, say, program_ids)
-            while not guard.interrupted and (batch := list(islice(jobs, batch_size))):
+            batches = _batches(_jobs(paths, device, the_plan, seed, stats, locks, say,
+                                     program_ids), batch_size)
+            while not guard.interrupted and (batch := next(batches, None)):
                 problem = tracker_problem(device)
                 if problem:
                     stats.dropped += len(batch)

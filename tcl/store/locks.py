@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from filelock import FileLock, Timeout
 
@@ -42,6 +42,20 @@ def try_lock(paths: Paths, *names: str) -> FileLock | None:
     except Timeout:
         return None
     return lock
+
+
+def wait_for_lock(paths: Paths, *names: str, stop: Callable[[], bool],
+                  poll_s: float = 0.5) -> FileLock | None:
+    """The lock, held once its holder lets go; None when ``stop()`` turns true first (polled
+    every ``poll_s``, so a signal that sets a flag ends the wait)."""
+    lock = make_lock(paths, *names)
+    while not stop():
+        try:
+            lock.acquire(timeout=poll_s)
+        except Timeout:
+            continue
+        return lock
+    return None
 
 
 @contextmanager
