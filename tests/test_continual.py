@@ -146,7 +146,7 @@ def test_no_subset_and_a_device_the_teacher_knows_are_refused():
         make_distiller("magic")
 
 
-def test_registry_registers_by_content_and_reports_damage(paths):
+def test_registry_registers_by_content_and_reports_damage(paths, capsys):
     from tcl.registry import ModelRegistry
 
     reg = ModelRegistry(paths)
@@ -160,6 +160,15 @@ def test_registry_registers_by_content_and_reports_damage(paths):
     assert again.id == e.id and len(reg.entries()) == 1
     assert reg.latest("a").metrics["new"]["top1"] == 0.5
     assert reg.load(e).content_hash() == model.content_hash()
+    # `tcl models list`: the versions as a table that fits 100 columns (issue 42)
+    from tcl.cli import main
+
+    assert main(["--data", str(paths.root), "models", "list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["id", "device", "parent", "method", "records", "top1", "pairwise",
+                              "created"]
+    assert out[1].split()[:5] == [e.id, "a", "-", "scratch", "10"] and "0.5" in out[1]
+    assert max(map(len, out)) <= 100
     reg.file.write_bytes(b"not a database")
     with pytest.raises(TclError, match="registry .* cannot be opened"):
         reg.entries()

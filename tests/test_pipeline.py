@@ -210,8 +210,15 @@ def test_dvc_repro_tiny(tiny_repo):
     assert " ± " in report and "n_seeds" in report
     records = _records(data)
     assert len(records) == records["program_id"].n_unique() > 0
-    # DVC presents the evaluation.
-    assert "top1" in _run([BIN / "dvc", "metrics", "show"], repo)
+    # DVC presents the evaluation: one row per device and model, a table a person can read;
+    # 4 programs a task: top-5 picks them all, so it is n/a, never a trivial 1.000
+    shown = _run([BIN / "dvc", "metrics", "show"], repo).strip().splitlines()
+    assert shown[0].split()[0] == "Path" and "top1" in shown[0].split()
+    assert any("by-model/cpu-avx2/xgb.json" in line for line in shown)
+    assert max(map(len, shown)) <= 110, shown
+    row = json.loads((data / "reports" / "by-model" / "cpu-avx2" / "xgb.json").read_text())
+    assert row["top5"] is None and 0 < row["top1"] <= 1 and set(row) == {"top1", "top5",
+                                                                       "pairwise"}
     _run([BIN / "dvc", "plots", "show", "-o", repo / "plots"], repo)
     page = (repo / "plots" / "index.html").read_text()
     assert "evaluation.png" in page and "scores_csv" in page
