@@ -13,8 +13,9 @@ __all__ = ["main", "map_over_tasks", "prefect_defaults", "refuse", "run_flow"]
 
 def main(flow, argv: list[str] | None = None) -> int:
     """``python -m flows.<name> [--params FILE] [--device NAME]``: run ``flow``; a failure is
-    one line (the traceback goes to the flow's log file, which the line names). The params file (and the device, for a flow that takes one) is validated
-    before the flow starts, so bad input never reaches Prefect (which would log a traceback)."""
+    one line (the traceback goes to the flow's log file, which the line names). The params
+    file (and the device, for a flow that takes one) is validated before the flow starts, so
+    bad input never reaches Prefect (which would log a traceback)."""
     from tcl.pipeline.add_device import check_device
     from tcl.cli import Parser
     from tcl.config import TclError, one_line

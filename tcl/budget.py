@@ -12,6 +12,8 @@ from typing import Any
 from .config import TclError
 
 EXPECTED = "expected a count (integer >= 1) or a share of the pool (number in (0, 1])"
+# Above any pool: the zoo's ~1600 tasks x 4096 programs per task (tcl.sampling's cap) is 6.6M.
+MAX_COUNT = 10_000_000
 
 
 def check_budget(budget: Any) -> int | float:
@@ -23,6 +25,9 @@ def check_budget(budget: Any) -> int | float:
     if isinstance(budget, numbers.Integral):
         if budget < 1:
             raise TclError(f"{EXPECTED}, got {budget} (selects nothing)")
+        if budget > MAX_COUNT:
+            raise TclError(f"a count is at most {MAX_COUNT} (more than any pool holds), got "
+                           f"{budget}; for all of the pool, give 1.0")
         return int(budget)
     share = float(budget)
     if math.isnan(share) or not 0 < share <= 1:

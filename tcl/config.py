@@ -1,7 +1,13 @@
 """Where tcl keeps its data. One place for every path, so the CLI, flows and tests agree."""
 from __future__ import annotations
 
+import errno
 import os
+import re
+import resource
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +34,97 @@ def read_text(path: Path, what: str) -> str:
         raise TclError(f"{what} {path} is a directory; expected a file") from None
 
 
+@contextmanager
+def atomic_write(path: Path, what: str) -> Iterator[Path]:
+    """A temporary path beside ``path`` for the block to write; once it has, the file is
+    fsynced and renamed onto ``path``, so a reader (or a killed writer's next run) sees the old
+    file or the whole new one. On any failure the temporary file is removed, and a full disk or
+    the file-size limit is a TclError naming ``path``, the ``what`` (e.g. "record file"),
+    whatever the writing library made of it. Every file tcl writes whole goes through here."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".tmp-{uuid.uuid4().hex}-{path.name}"
+    try:
+        yield tmp
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        fd = os.open(path.parent, os.O_RDONLY)   # the rename itself survives a power loss
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except TclError:
+        raise
+    except Exception as e:
+        why = disk_problem(e, tmp)
+        if why is None:
+            raise
+        raise TclError(f"cannot write {what} {path}: {why}; it is left as it was (no partial "
+                       "file): make room, then run the command again") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_json(path: Path, value: object, what: str) -> None:
+    """``value`` as indented, key-sorted JSON text, written whole (``atomic_write``)."""
+    import json
+
+    with atomic_write(path, what) as tmp:
+        tmp.write_text(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def disk_problem(error: BaseException, written: Path) -> str | None:
+    """What stopped a write of ``written`` when it was the disk: no space left, or the file
+    size limit (``ulimit -f``; Python ignores SIGXFSZ, so the write fails with EFBIG instead of
+    killing the process); None for any other failure. Libraries report these in their own
+    words or drop errno (polars' ComputeError, torch's "enforce fail", TVM's unchecked
+    streams), so the disk itself is looked at too, before the temporary file goes."""
+    code, text = getattr(error, "errno", None), str(error)
+    full = "no space left on the device"
+    if code in (errno.ENOSPC, errno.EDQUOT) or "No space left" in text or "os error 28" in text:
+        return full
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    size = written.stat().st_size if written.exists() else 0
+    if code == errno.EFBIG or "File too large" in text or "os error 27" in text or (
+            limit != resource.RLIM_INFINITY and size >= limit):
+        shown = "" if limit == resource.RLIM_INFINITY else f" of {limit} bytes"
+        return f"file too large (over the file-size limit{shown}, `ulimit -f`)"
+    try:
+        st = os.statvfs(written.parent)
+    except OSError:
+        return None
+    return full if st.f_bavail * st.f_frsize < 1 << 20 else None
+
+
+# The one rule for names that become paths or rows (devices, task ids, selection runs, locks;
+# network names narrow it further): ASCII only, so no name looks like another (a Cyrillic "с"
+# beside a Latin "c") and every one is a safe path component.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+NAME_RULE = ("1 to 64 ASCII letters, digits, '.', '-' and '_', starting with a letter or digit "
+             "(no '..')")
+
+
+def check_name(name: object, what: str) -> str:
+    """``name`` if it follows the name rule, else a TclError naming the ``what`` (e.g. "device
+    name"), the rule, and the first character it does not allow."""
+    if isinstance(name, str) and _NAME.fullmatch(name) and ".." not in name:
+        return name
+    bad = next((c for c in name if not (c.isascii() and (c.isalnum() or c in "._-"))), None) \
+        if isinstance(name, str) else None
+    why = f"; {bad!r} (U+{ord(bad):04X}) is not allowed" if bad is not None else ""
+    raise TclError(f"invalid {what} {name!r}: expected {NAME_RULE}{why}")
+
+
+def data_root(text: str, what: str) -> Path:
+    """The data root ``text`` given as ``what`` (--data, $TCL_DATA), absolute. An empty one is
+    refused: Path("") is the working directory, where a command would then write."""
+    if not text.strip():
+        raise TclError(f"{what} is set but empty; name the data root directory (without "
+                       f"{what}, the data root is ./data)")
+    return Path(text).resolve()
+
+
 @dataclass(frozen=True)
 class Paths:
     """The layout of one data root (``data/`` of the project by default)."""
@@ -36,7 +133,9 @@ class Paths:
 
     @classmethod
     def default(cls) -> "Paths":
-        return cls(Path(os.environ.get("TCL_DATA", "data")).resolve())
+        """$TCL_DATA, else ``data`` of the working directory; a TCL_DATA set but empty is a
+        TclError (``data_root``)."""
+        return cls(data_root(os.environ.get("TCL_DATA", "data"), "TCL_DATA"))
 
     @property
     def devices_file(self) -> Path:

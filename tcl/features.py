@@ -143,7 +143,8 @@ def program_features(task_id: str, workload_json: str, programs: pl.DataFrame) -
 
 def _read(f: Path) -> pl.DataFrame:
     """A task's cached features; a corrupt file is named (it is a cache: deleting it is safe)."""
-    return read_parquet(f, "features file", "delete it; `tcl featurize` computes it again")
+    return read_parquet(f, "features file", "delete it; `tcl featurize` computes it again",
+                        schema=FEATURE_SCHEMA)
 
 
 def featurize_task(paths: Paths, task_id: str, workload_json: str,
@@ -157,7 +158,7 @@ def featurize_task(paths: Paths, task_id: str, workload_json: str,
         return 0
     new = program_features(task_id, workload_json, todo)
 
-    write_parquet_atomic(pl.concat([have, new]), f)
+    write_parquet_atomic(pl.concat([have, new]), f, "features file")
     return len(new)
 
 

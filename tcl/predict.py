@@ -46,7 +46,7 @@ def resolve_model(paths: Paths, device: str, model: str | None, any_device: bool
     if not path.exists():
         raise TclError(f"model {model!r}: {path} does not exist (a kind trained for "
                        f"{device!r}, or a model file)")
-    loaded = load_model(path)
+    loaded = load_model(path, kind=model if model in MODEL_KINDS else None)
     check_model_device(path, model_devices(paths, path, loaded), device, any_device)
     if hasattr(loaded, "for_device") and device in loaded.devices:   # continual: pick the head
         loaded = loaded.for_device(device)
@@ -61,10 +61,13 @@ def resolve_model(paths: Paths, device: str, model: str | None, any_device: bool
 
 def model_devices(paths: Paths, path: Path, loaded=None) -> tuple[list[str], str]:
     """The devices the model file at ``path`` was made for, and where that is recorded: a
-    continual model's heads; else the training facts beside it (``<name>.json``, written by
-    ``tcl train``); else its place, ``models/<device>/...``. ([], "") when nothing says."""
+    continual model's heads; else the device recorded in the file (``tcl train`` records it, so
+    a copy anywhere says it); else the training facts beside it (``<name>.json``); else its
+    place, ``models/<device>/...``. ([], "") when nothing says (a file of an older tcl)."""
     if loaded is not None and hasattr(loaded, "devices"):
         return list(loaded.devices), "the devices it serves"
+    if loaded is not None and getattr(loaded, "made_for", None):
+        return [loaded.made_for], "recorded in the file"
     info = path.with_suffix(".json")
     if info.is_file():
         try:
@@ -103,10 +106,10 @@ def predict_database(paths: Paths, device: str, work_dir: str | Path, model: str
     fastest); the model's description; the skipped lines."""
     scorer, what = resolve_model(paths, device, model, any_device)   # refused before any work
     programs, stats = msjson.read_programs(work_dir)
+    skipped = stats.skipped()
     if programs.is_empty():
         raise TclError(f"{work_dir}: no valid tuning record to score ({stats.lines} lines read"
-                       + (f"; {len(stats.problems)} malformed, e.g. {stats.problems[0]}"
-                          if stats.problems else "") + ")")
+                       + (f"; skipped: {skipped[0]}" if skipped else "") + ")")
     feats = pl.concat([program_features(tid, g["workload_json"][0], g)
                        for (tid,), g in programs.group_by(["task_id"], maintain_order=True)])
     ps = to_program_set(feats, with_labels=False)
@@ -116,4 +119,4 @@ def predict_database(paths: Paths, device: str, work_dir: str | Path, model: str
     out = out.with_columns(pl.col("score").rank("ordinal", descending=True).over("task_id")
                            .cast(pl.Int64).alias("rank"))
     return out.select("task_id", "task_name", "program_id", "score", "rank") \
-        .sort("task_id", "rank"), what, stats.problems
+        .sort("task_id", "rank"), what, skipped

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -95,8 +95,13 @@ class ModelRegistry:
         while True:
             try:
                 con = duckdb.connect(str(self.file), read_only=not write)
-                if write:
-                    con.execute(SCHEMA)
+                try:
+                    self._check(con)
+                    if write:
+                        con.execute(SCHEMA)
+                except BaseException:
+                    con.close()
+                    raise
                 return con
             except duckdb.Error as e:
                 if _held_elsewhere(e) and time.monotonic() < deadline:
@@ -109,6 +114,22 @@ class ModelRegistry:
                 raise TclError(f"model registry {self.file} cannot be opened "
                                f"({str(e).splitlines()[0]}); it is the models' history, so it is "
                                "not rebuilt: restore it from a backup or move it away") from None
+
+    def _check(self, con) -> None:
+        """A file that holds tables but not tcl's ``models`` table (another DuckDB database, or
+        an older layout) is refused, naming what it lacks: never written to, never rebuilt."""
+        tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        have = [c for (c,) in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'models' "
+            "ORDER BY column_index").fetchall()]
+        want = [f.name for f in fields(Entry)]
+        if not tables or have == want:
+            return
+        why = f"it has no table models (tables: {', '.join(sorted(tables))})" if not have else \
+            f"its table models has the columns {', '.join(have)}"
+        raise TclError(f"model registry {self.file} is not one tcl wrote: {why}; expected a "
+                       f"table models with the columns {', '.join(want)}. It is the models' "
+                       "history, so it is not rebuilt: restore it from a backup or move it away")
 
     def _lock(self):
         return locked(self.paths, "registry", what="the model registry")
@@ -176,9 +197,7 @@ class ModelRegistry:
             model_id = content[:16]
             self.store.mkdir(parents=True, exist_ok=True)
             final = self.store / f"{model_id}.model"
-            tmp = final.with_suffix(".tmp")
-            model.save(tmp)
-            tmp.replace(final)   # atomic: a reader sees the whole file or none
+            model.save(final)    # atomic (write_checkpoint): a reader sees the whole file or none
             n = model.n_parameters()
             con = self._connect(write=True)
             try:
@@ -201,6 +220,20 @@ class ModelRegistry:
                             [json.dumps(metrics), model_id])
             finally:
                 con.close()
+
+
+def registry_entry(path: Path) -> Entry | None:
+    """The registry's row of the model file ``path`` when it is a registry file
+    (``<root>/models/registry/<id>.model`` beside ``<root>/models/registry.duckdb``, whatever
+    root it lies in), else None."""
+    path = path.resolve()
+    if len(path.parents) < 3:
+        return None
+    paths = Paths(path.parents[2])
+    if path.parent != paths.registry_dir or not paths.registry_file.is_file():
+        return None
+    found = [e for e in ModelRegistry(paths).entries() if (paths.root / e.path).resolve() == path]
+    return found[0] if found else None
 
 
 def _held_elsewhere(error: Exception) -> bool:

@@ -15,7 +15,7 @@ import polars as pl
 
 from .config import Paths, TclError
 from .store.locks import locked
-from .store.records import program_id, write_parquet_atomic
+from .store.records import program_id, read_parquet, write_parquet_atomic
 from .store.schemas import CANDIDATE_SCHEMA
 from .store.traces import trace_to_json
 from .tvm_compat import meta_schedule
@@ -122,15 +122,12 @@ def sample_programs(mod, n: int, seed: int = 0, target: dict | None = None,
     return out
 
 
-
 def load_candidates(paths: Paths, task_id: str) -> pl.DataFrame:
     f = paths.candidates_file(task_id)
     if not f.exists():
         return pl.DataFrame(schema=CANDIDATE_SCHEMA)
-    try:
-        return pl.read_parquet(f)
-    except Exception as e:
-        raise TclError(f"corrupt candidates file {f}: {str(e).splitlines()[0]}") from None
+    return read_parquet(f, "candidates file", "move it away; `tcl collect` samples the task "
+                        "again", schema=CANDIDATE_SCHEMA)
 
 
 def ensure_candidates(paths: Paths, task_id: str, workload_json: str, n: int,
@@ -170,7 +167,7 @@ def _extend_candidates(paths: Paths, task_id: str, workload_json: str, n: int,
     merged = pl.concat([have, rows])
     if len(merged) < n:  # the design space ran out: remember the ask so it is not retried
         merged = merged.with_columns(requested=pl.lit(n, pl.Int32))
-    write_parquet_atomic(merged, paths.candidates_file(task_id))
+    write_parquet_atomic(merged, paths.candidates_file(task_id), "candidates file")
     return merged.head(n)
 
 

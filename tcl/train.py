@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from .config import Paths, TclError
+from .config import Paths, TclError, atomic_write, write_json
 from .dataset import load_program_set, measured
 from .evaluate import SEED_MARK, evaluate, over_seeds, write_report
 from .models import load_model, make_model
@@ -46,10 +46,12 @@ def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | No
                 seed: int = 0, valid_fraction: float = 0.1,
                 task_ids: Iterable[str] | None = None, index: int = 0,
                 records: pl.DataFrame | None = None, held: set[str] | None = None,
-                sources: Sequence[str] | None = None) -> Path:
+                sources: Sequence[str] | None = None, out: Path | None = None) -> Path:
     """Fit ``make_model(kind, **hyper, seed=seed)`` on the device's training tasks; returns the
-    saved model file. ``task_ids`` narrows the candidate tasks (held-out ones are always left
-    out); a share ``valid_fraction`` of the tasks is kept aside for early stopping.
+    saved model file (``out``, default ``paths.model_file(device, kind, index)``; its training
+    facts beside it, ``<name>.json``). ``task_ids`` narrows the candidate tasks (held-out ones
+    are always left out); a share ``valid_fraction`` of the tasks is kept aside for early
+    stopping.
     ``sources``: which records to learn from (``tcl.dataset.SOURCES``; None: every record).
     ``records`` / ``held``: ``measured(paths, device, sources=sources)`` and
     ``holdout_task_ids(paths)`` when the caller has them (``train_many`` asks once for all its
@@ -70,8 +72,8 @@ def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | No
     start = time.perf_counter()
     model.fit(train, valid)
     secs = time.perf_counter() - start
-    out = paths.model_file(device, kind, index)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = paths.model_file(device, kind, index) if out is None else out
+    model.made_for = device   # recorded in the file: a copy anywhere still names its device
     model.save(out)
     info = {"device": device, "kind": kind, "seed": seed, "train_secs": round(secs, 2),
             "n_programs": len(train), "n_tasks": len(train_ids),
@@ -79,7 +81,8 @@ def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | No
             "n_valid_tasks": len(valid_ids)}
     if hasattr(model, "fit_epochs"):   # neural kinds: epochs run, and the one kept
         info.update(epochs=model.fit_epochs, best_epoch=model.best_epoch)
-    paths.train_info_file(device, kind, index).write_text(json.dumps(info, indent=2) + "\n")
+    with atomic_write(out.with_suffix(".json"), "training facts file") as tmp:
+        tmp.write_text(json.dumps(info, indent=2) + "\n")
     return out
 
 
@@ -123,27 +126,46 @@ def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | Non
     held = holdout_task_ids(paths)
     records = {d: measured(paths, d, sources=sources)
                for d in dict.fromkeys(d for d, _, _ in runs)}
+    # Every fit is saved to a staging folder beside the models and moved into place only once
+    # all of them succeeded: a failed training (a features file missing) keeps the old models.
+    stage = {(d, k): paths.models_dir / d / f".{k}.training" for d, k, _ in runs}
     jobs = []
     for device, kind, hyper in runs:
-        extra = paths.seeds_dir(device, kind)
-        shutil.rmtree(extra, ignore_errors=True)     # no model of a seed no longer asked for
-        extra.mkdir(parents=True)                    # a DVC out: present, empty for one seed
+        shutil.rmtree(stage[(device, kind)], ignore_errors=True)   # a killed run's leftovers
+        stage[(device, kind)].mkdir(parents=True)
         jobs += [(device, kind, dict(hyper=hyper, seed=seed, valid_fraction=valid_fraction,
-                                     task_ids=task_ids, index=i, records=records[device],
-                                     held=held)) for i, seed in enumerate(seeds)]
+                                     task_ids=task_ids, records=records[device], held=held,
+                                     out=stage[(device, kind)] / f"s{i}.model"))
+                 for i, seed in enumerate(seeds)]
     workers = min(len(jobs), workers or len(os.sched_getaffinity(0)))
-    out: dict[tuple[str, str], list[Path]] = {(d, k): [] for d, k, _ in runs}
-    if workers <= 1:
-        for device, kind, job in jobs:
-            out[(device, kind)].append(train_model(paths, device, kind, **job))
+    try:
+        if workers <= 1:
+            for device, kind, job in jobs:
+                train_model(paths, device, kind, **job)
+        else:
+            with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=_one_thread) as pool:
+                futures = [pool.submit(train_model, paths, device, kind, **job)
+                           for device, kind, job in jobs]
+                for f in futures:
+                    f.result()
+        out: dict[tuple[str, str], list[Path]] = {}
+        for (device, kind), staged in stage.items():
+            extra = paths.seeds_dir(device, kind)
+            extra.mkdir(parents=True, exist_ok=True)   # a DVC out: present, empty for one seed
+            files = [paths.model_file(device, kind, i) for i in range(len(seeds))]
+            for i, f in enumerate(files):
+                for suffix in (".json", ".model"):     # the model last: it marks a whole pair
+                    os.replace((staged / f"s{i}.model").with_suffix(suffix),
+                               f.with_suffix(suffix))
+            for old in extra.iterdir():                # no model of a seed no longer asked for
+                if old.with_suffix(".model") not in files:
+                    old.unlink()
+            out[(device, kind)] = files
         return out
-    with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                initializer=_one_thread) as pool:
-        futures = [(device, kind, pool.submit(train_model, paths, device, kind, **job))
-                   for device, kind, job in jobs]
-        for device, kind, f in futures:
-            out[(device, kind)].append(f.result())
-    return out
+    finally:
+        for staged in stage.values():
+            shutil.rmtree(staged, ignore_errors=True)
 
 
 def evaluate_models(paths: Paths, devices: Sequence[str], kinds: Sequence[str],
@@ -175,13 +197,13 @@ def evaluate_models(paths: Paths, devices: Sequence[str], kinds: Sequence[str],
             raise TclError(f"device {device!r} has no measured program of a held-out task: "
                            "run the measure stage first")
         programs = load_program_set(paths, device, eval_ids, records=records)
-        files = {(k if seeds == 1 else f"{k}{SEED_MARK}{i}"): paths.model_file(device, k, i)
+        files = {(k if seeds == 1 else f"{k}{SEED_MARK}{i}"): (k, paths.model_file(device, k, i))
                  for k in kinds for i in range(seeds)}
-        missing = [str(f) for f in files.values() if not f.exists()]
+        missing = [str(f) for _, f in files.values() if not f.exists()]
         if missing:
             raise TclError(f"model(s) not trained: {', '.join(missing)}; run the train stage"
                            + (f" (train.seeds is {seeds})" if seeds > 1 else ""))
-        models = {name: load_model(f) for name, f in files.items()}
+        models = {name: load_model(f, kind=k) for name, (k, f) in files.items()}
         latency = pl.DataFrame({"program_id": programs.program_ids.astype(str),
                                 "task_id": programs.task_ids.astype(str),
                                 "latency": programs.latency, "device": [device] * len(programs)})
@@ -203,14 +225,12 @@ def _summary(frame: pl.DataFrame, out: Path) -> dict[str, Path]:
             for v in values}
     files = {"summary": out / "summary.json", "scores": out / "scores.csv",
              "by_model": out / "by-model"}
-    files["summary"].write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    write_json(files["summary"], summary, "report file")
     shutil.rmtree(files["by_model"], ignore_errors=True)   # only this run's devices and models
     for device, models in summary.items():
         for model, figures in models.items():
-            row = files["by_model"] / device / f"{model}.json"
-            row.parent.mkdir(parents=True, exist_ok=True)
-            row.write_text(json.dumps({v: figures[v] for v in figures if not v.startswith("se_")},
-                                      indent=2, sort_keys=True) + "\n")
+            write_json(files["by_model"] / device / f"{model}.json",
+                       {v: figures[v] for v in figures if not v.startswith("se_")}, "report file")
     mean.select(pl.concat_str([pl.col("device").fill_null("all"), pl.col("model")],
                               separator=" ").alias("run"),
                 pl.col("device").fill_null("all"), "model", *values) \

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import Paths, TclError
+from .config import Paths, TclError, atomic_write
 from .dataset import load_program_set
 from .measure.collect import DEFAULT_RECORDS_PER_SEC, measured_throughput
 from .measure.interrupt import quiet_interrupts
@@ -511,7 +511,8 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
            "scheduler": scheduler}
     resuming = _prepare_out(paths, out, device, run)
     out.mkdir(parents=True, exist_ok=True)
-    (out / RUN_FILE).write_text(json.dumps(run) + "\n")
+    with atomic_write(out / RUN_FILE, "tuning run file") as tmp:   # a torn one is no run's
+        tmp.write_text(json.dumps(run) + "\n")
     torch.manual_seed(seed)
     net, example = inst.module(), inst.example()
     mod = relax_module(inst, net, example)
@@ -652,9 +653,11 @@ def resume_state(out: Path, tasks) -> ResumeState:
 def _prepare_out(paths: Paths, out: Path, device, run: dict) -> bool:
     """Whether the run resumes one interrupted in ``out``. A finished run there is refused. An
     interrupted one (no ``summary.json``) of the same parameters (``RUN_FILE``: network, device,
-    model, update mode, seed, budget and search size) is continued; one of other parameters, or
-    of a tcl too old to write them, gives its measurements to the store (source ``tune``) and
-    is moved aside to ``<out>.interrupted-<n>``, and the new run starts afresh and says so."""
+    model, update mode, seed, budget and search size) is continued; one of this device with
+    other parameters gives its measurements to the store (source ``tune``) and is moved aside
+    to ``<out>.interrupted-<n>``, and the new run starts afresh and says so. Any other
+    directory (no run file: the user's own, whatever MetaSchedule log it holds; or another
+    device's run) is refused, untouched."""
     if not out.exists() or not any(out.iterdir()):
         return False
     if (out / "summary.json").exists():
@@ -663,11 +666,19 @@ def _prepare_out(paths: Paths, out: Path, device, run: dict) -> bool:
     import sys
 
     try:
-        same = json.loads((out / RUN_FILE).read_text()) == run
+        recorded = json.loads((out / RUN_FILE).read_text())
     except (OSError, ValueError):
-        same = False
-    if same:
+        recorded = None
+    if not isinstance(recorded, dict) or not {"network", "device"} <= set(recorded):
+        raise TclError(f"{out} is a directory that is not a tcl tune run (it has no {RUN_FILE} "
+                       "naming a run's parameters), so it is neither resumed nor imported: "
+                       "choose another --out, or empty it")
+    if recorded == run:
         return True
+    if recorded["device"] != run["device"]:
+        raise TclError(f"{out} holds an interrupted tcl tune run for device "
+                       f"{recorded['device']!r}, not {run['device']!r}: its measurements are "
+                       "not this device's; choose another --out, or empty it")
     added = 0
     db = out / "database"
     if (db / "database_tuning_record.json").is_file() and \

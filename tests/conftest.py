@@ -48,3 +48,31 @@ def write_tasks(paths, rows: list[dict]):
     frame = pl.DataFrame(rows)
     write_parquet_atomic(frame, paths.tasks_file)
     return frame
+
+
+def metaschedule_database(out: Path) -> Path:
+    """A JSONDatabase in ``out`` made by MetaSchedule itself: one workload (a 16x16 matmul)
+    and three of its programs, run in 1, 2 and 3 ms."""
+    import json
+
+    import tvm
+    from tvm import s_tir
+
+    from tcl.measure.msjson import RECORD_FILE, WORKLOAD_FILE
+    from tcl.sampling import sample_programs
+    from tcl.store.devices import BUILTIN_DEVICES
+    from tcl.tvm_compat import meta_schedule
+
+    ms = meta_schedule()
+    mod = tvm.ir.load_json(matmul_task(16)["workload_json"])
+    db = ms.database.JSONDatabase(path_workload=str(out / WORKLOAD_FILE),
+                                  path_tuning_record=str(out / RECORD_FILE), allow_missing=True)
+    wl = db.commit_workload(mod)
+    target = BUILTIN_DEVICES["cpu-avx2"].tvm_target()
+    args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+    for i, (trace_json, _) in enumerate(sample_programs(mod, 3, seed=1)):
+        sch = s_tir.Schedule(mod)
+        s_tir.schedule.Trace.apply_json_to_schedule(json.loads(trace_json), sch)
+        db.commit_tuning_record(ms.database.TuningRecord(sch.trace, wl, [1e-3 * (i + 1)],
+                                                         target, args))
+    return out

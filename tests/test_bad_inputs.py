@@ -145,7 +145,7 @@ CASES = [
     (["collect", "--device", "cpu-avx2", "--programs-per-task", "100000"], "must be [1, 4096]"),
     (["collect", "--device", "cpu-avx2", "--batch-size", "0"], "--batch-size: must be"),
     (["collect", "--device", "cpu-avx2", "--batch-size", "-1"], "--batch-size: must be"),
-    (["collect", "--device", "cpu-avx2", "--max-tasks", "-3"], "--max-tasks: must be >= 1"),
+    (["collect", "--device", "cpu-avx2", "--max-tasks", "-3"], "--max-tasks: must be [1, 100000]"),
     (["collect", "--device", "cpu-avx2", "--max-tasks", "abc"], "expected an integer"),
     (["collect", "--device", "cpu-avx2", "--seed", "-1"], "--seed: must be"),
     (["collect", "--device", "cpu-avx2", "--split", "bogus"], "invalid choice"),
@@ -160,6 +160,19 @@ CASES = [
     (["collect", "--device", "cpu-avx2", "--networks", "bert_tiny", "--small", "--deploy",
       "bert_tiny"], "use it with --select"),
     (["collect", "--device", "cpu-avx2", "--select", "rdu", "--rounds", "0"], "--rounds: must"),
+    # every number has an upper bound, stated (issue 38)
+    (["collect", "--device", "cpu-avx2", "--seed", str(2**32)], "--seed: must be [0, 4294967295]"),
+    (["collect", "--device", "cpu-avx2", "--max-tasks", str(10**9)], "--max-tasks: must be [1, "),
+    (["collect", "--device", "cpu-avx2", "--select", "rdu", "--budget", str(10**23)],
+     "--budget: a count is at most"),
+    (["tune", "--network", "resnet18", "--device", "cpu-avx2", "--population", "100000000"],
+     "--population: must be [2, "),
+    (["tune", "--network", "resnet18", "--device", "cpu-avx2", "--seed", str(10**23)],
+     "--seed: must be [0, 4294967295]"),
+    (["tune", "--network", "resnet18", "--device", "cpu-avx2", "--trials", str(10**9)],
+     "--trials: must be [1, "),
+    (["tune", "--network", "resnet18", "--device", "cpu-avx2", "--generations", str(10**6)],
+     "--generations: must be [0, "),
     # query: read-only, and its own mistakes
     (["query", ""], "empty query"),
     (["query", "drop view records"], "queries are read-only"),
@@ -182,6 +195,9 @@ CASES = [
      setup_below_file),
     # devices
     (["device", "add", "../x", "--target", ZEN3], "invalid device name"),
+    # a Cyrillic "ср" that looks like "cp" (issue 38): refused, saying what is allowed
+    (["device", "add", "\u0441\u0440u-avx2", "--target", ZEN3, "--no-run"],
+     "expected 1 to 64 ASCII letters, digits"),
     (["device", "add", "x", "--target", "not json"], "not JSON"),
     (["device", "add", "x", "--target", "{}"], "'kind' key"),
     (["device", "add", "x", "--target", '{"kind": "llvm", "mcpu": "pentium9"}'],
@@ -239,6 +255,11 @@ CASES = [
                                                "cpu-avx2-1c": "cpu-avx2"})),
     (["params", "--params", P], "continual.first: expected a device name",
      lambda raw: raw["continual"].update(first="tpu")),
+    (["params", "--params", P], "add_device.refresh_cron: expected a cron line",
+     lambda raw: raw["add_device"].update(refresh_cron="99 3 * * *")),
+    (["params", "--params", P], "add_device.refresh_cron: expected a cron line",
+     lambda raw: raw["add_device"].update(refresh_cron="0 3 * * 5L")),   # cronsim's, not Prefect's
+    (["status", "--params", "no/such/params.yaml"], "params file no/such/params.yaml does not"),
     (["stage", "select", "--params", P, "--device", "cpu-sse42"], "not in",
      lambda raw: None),
     (["train", "--params", P, "--device", "cpu-avx2", "--model", "mamba"],
@@ -346,3 +367,144 @@ def test_an_unreachable_tracker_is_retried_and_registers_nothing(tmp_path, capsy
     assert f"cannot reach the tracker at 127.0.0.1:{port}" in last
     assert "after 3 attempts" in last and "'board' is not registered" in last
     assert "board" not in DeviceRegistry(Paths(tmp_path / "data")).all()
+
+
+# ---- issue 38 ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def ms_db(tmp_path_factory):
+    """A JSONDatabase made by MetaSchedule itself: one workload, three programs of 1, 2, 3 ms."""
+    from conftest import metaschedule_database
+
+    return metaschedule_database(tmp_path_factory.mktemp("db"))
+
+
+@pytest.mark.parametrize("run_secs", ["[-1, -2]", "[0.0]", "[null]", "[NaN]", "[Infinity]",
+                                      "[0.001, -1]", "[true]", '"soon"', "{}"])
+def test_an_imported_line_whose_run_secs_are_no_run_times_is_skipped_and_named(
+        tmp_path, capsys, ms_db, run_secs):
+    """A null run time made TVM segfault (rc 139); negative and zero ones were stored as ok.
+    The line is skipped, named in one warning line that counts them, and nothing of it stored."""
+    from tcl.config import Paths
+    from tcl.measure.msjson import RECORD_FILE, WORKLOAD_FILE
+
+    db = tmp_path / "db"
+    db.mkdir()
+    (db / WORKLOAD_FILE).write_text((ms_db / WORKLOAD_FILE).read_text())
+    lines = (ms_db / RECORD_FILE).read_text().splitlines()
+    first = json.loads(lines[0])
+    bad = json.dumps([first[0], [first[1][0], "RUN_SECS", *first[1][2:]]])
+    (db / RECORD_FILE).write_text("\n".join([lines[1], bad.replace('"RUN_SECS"', run_secs),
+                                             lines[2]]) + "\n")
+    code, out, err = run_case(capsys, ["--data", str(tmp_path / "data"), "import", str(db),
+                                       "--device", "cpu-avx2"])
+    assert code == 0 and "Traceback" not in err, err
+    warnings = [line for line in err.splitlines() if line.strip()]
+    assert len(warnings) == 1, warnings
+    assert "1 line whose run_secs" in warnings[0] and f"{RECORD_FILE}:2" in warnings[0]
+    assert "1 skipped" in out
+    frame = RecordStore(Paths(tmp_path / "data")).read()
+    assert len(frame) == 2 and frame["status"].to_list() == ["ok", "ok"]
+    assert sorted(frame["latencies"].to_list()) == [[pytest.approx(2e-3)], [pytest.approx(3e-3)]]
+
+
+@pytest.mark.parametrize("where, text", [
+    ("top", "devices: [cpu-avx2]\n"),                         # a top-level key again
+    ("nested", "sample:\n  seed: 1\n  seed: 2\n"),            # twice within one section
+])
+def test_a_params_key_given_twice_is_refused_naming_both_lines(tmp_path, capsys, where, text):
+    lines = (ROOT / "tests" / "tiny_params.yaml").read_text().splitlines()
+    if where == "top":
+        lines.append(text.strip())
+        key, first, second = "devices", 3, len(lines)
+    else:   # the sample section's seed, given again right below it
+        at = lines.index("  seed: 0", lines.index("sample:"))
+        lines.insert(at + 1, "  seed: 1")
+        key, first, second = "seed", at + 1, at + 2
+    f = tmp_path / "params.yaml"
+    f.write_text("\n".join(lines).replace("data: data", f"data: {tmp_path / 'data'}") + "\n")
+    code, _, err = run_case(capsys, ["params", "--params", str(f)])
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"key {key!r} is given twice (lines {first} and {second})" in err, err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["query", "select 1"], "TCL_DATA is set but empty"),
+    (["device", "list"], "TCL_DATA is set but empty"),
+    (["--data", "", "query", "select 1"], "--data is set but empty"),
+])
+def test_an_empty_data_root_is_refused_and_nothing_is_written_here(tmp_path, capsys,
+                                                                   monkeypatch, argv, message):
+    """An empty TCL_DATA (or --data "") named the working directory: `tcl query` wrote its
+    catalog there."""
+    monkeypatch.setenv("TCL_DATA", "")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_case(capsys, argv)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def _numeric_options():
+    """(command, option, its type) of every option of the CLI that takes a number."""
+    import argparse
+
+    from tcl.cli import build_parser
+
+    found = []
+
+    def walk(parser, prefix):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, prefix + [name])
+            elif action.type is not None and action.option_strings:
+                found.append((" ".join(prefix), action.option_strings[-1], action.type))
+    walk(build_parser(), [])
+    return found
+
+
+@pytest.mark.parametrize("command, option, kind", _numeric_options(),
+                         ids=lambda x: x if isinstance(x, str) else "")
+def test_every_number_a_user_can_type_has_a_stated_upper_bound(command, option, kind):
+    """`tune --population 100000000` ran for minutes and `--seed 10**23` overflowed: every
+    number is checked by the parser against a range that has an upper end."""
+    import argparse
+
+    from tcl.budget import MAX_COUNT
+    from tcl.cli.common import budget_arg
+
+    if kind is budget_arg:
+        high = MAX_COUNT
+    else:
+        high = getattr(kind, "high", None)
+        assert high is not None, f"tcl {command} {option}: no upper bound"
+    past = str(high + 1 if isinstance(high, int) else high * 2)
+    with pytest.raises(argparse.ArgumentTypeError, match=f"{high:g}" if isinstance(high, float)
+                       else str(high)):
+        kind(past)
+    kind(str(high))   # the bound itself is allowed
+
+
+@pytest.mark.parametrize("cron", [
+    "0 3 * * *", "99 3 * * *", "0 3 * * 8", "*/0 * * * *", "0 3 31 2 *", "0 3 * * 5L",
+    "0 3 LW * *", "5-1 * * * *", "0 3 ? * *", "H 3 * * *", "R 3 * * *", "0 3 * * MON-FRI",
+    "0 3 * * 1#2", "0 3 L * *", "0 24 * * *", "1,,2 * * * *"])
+def test_the_cron_rule_is_the_one_tcl_serve_applies(cron):
+    """params' check of add_device.refresh_cron takes exactly what Prefect's CronSchedule (the
+    schedule `tcl serve` builds) takes."""
+    from prefect.client.schemas.schedules import CronSchedule
+
+    from tcl.config import TclError
+    from tcl.pipeline.params import _cron, _Reader
+
+    try:
+        CronSchedule(cron=cron)
+        prefect_takes = True
+    except ValueError:
+        prefect_takes = False
+    try:
+        _cron(_Reader("params.yaml"), cron, "add_device.refresh_cron")
+        tcl_takes = True
+    except TclError:
+        tcl_takes = False
+    assert tcl_takes == prefect_takes

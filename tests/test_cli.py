@@ -102,6 +102,26 @@ def test_query_formats_for_scripts(paths, capsys):
     assert [json.loads(line)["program_id"] for line in out.splitlines()] == ["p0", "p1", "p2"]
 
 
+def test_query_csv_writes_list_and_struct_columns_as_json(paths, capsys):
+    """CSV holds no nested values: `--format csv` on a list column was an internal error."""
+    import csv
+    import io
+
+    from test_store import rows
+
+    from tcl.store.records import RecordStore
+
+    RecordStore(paths).append(rows(n=2))
+    code, out, err = run(capsys, "--data", str(paths.root), "query", "--format", "csv",
+                         "select program_id, latencies, {'n': 1, 'at': measured_at} s, "
+                         "[]::double[] none, null::int[] missing from records order by 1")
+    assert code == 0, err
+    got = list(csv.DictReader(io.StringIO(out)))
+    assert [json.loads(r["latencies"]) for r in got] == [[1e-3] * 3, [2e-3] * 3]
+    assert json.loads(got[0]["s"])["n"] == 1 and json.loads(got[0]["none"]) == []
+    assert got[0]["missing"] == ""   # null, as CSV writes any other null
+
+
 HANG = """import pathlib
 import time
 

@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +67,56 @@ def test_frameworks_timed_beside_a_profile_run_at_its_isa():
                          env={**os.environ, **env}, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "DEFAULT"
     assert Device("x", {"kind": "llvm", "mcpu": "unknown-cpu"}).framework_isa_env() == {}
+
+
+LOOKALIKES = ["\u0441\u0440u-avx2",   # Cyrillic "ср": looks like cpu-avx2
+              "cpu-avx2\n", "\uff43pu", "na\u00efve", "a b", "a/b", "..", "", "x" * 65]
+
+
+@pytest.mark.parametrize("name", LOOKALIKES)
+def test_one_ascii_name_rule_for_devices_networks_and_store_paths(paths, name):
+    """Every entry point of a name that becomes a path or a row refuses what the store's path
+    check refuses, in the same words (issue 38: device add took any Unicode letter)."""
+    from tcl.store.records import RecordStore
+    from tcl.zoo.user import UserNetworks
+
+    for add in (lambda: DeviceRegistry(paths).add(name, '{"kind": "llvm"}'),
+                lambda: RecordStore(paths).partition(name, "t1"),
+                lambda: UserNetworks(paths).add(name.lower(), "m:f", ["1x3"])):
+        with pytest.raises(TclError, match="expected 1 to 64 ASCII letters, digits"):
+            add()
+    assert not paths.root.exists()
+
+
+def test_a_name_an_older_tcl_registered_is_named_by_every_command(tmp_path, capsys):
+    """devices.json holding a non-ASCII name (written by an older tcl): each command says in
+    one line which entry is invalid, none crashes."""
+    import json
+
+    import yaml
+
+    from tcl.cli import main
+
+    data = tmp_path / "data"
+    data.mkdir()
+    name = "\u0441\u0440u-avx2"   # as `Device.to_json` wrote it
+    (data / "devices.json").write_text(json.dumps({name: {
+        "name": name, "target": {"kind": "llvm", "mcpu": "haswell", "num-cores": 1},
+        "measure": {}, "rpc_key": None, "tracker": None, "requires_flags": [],
+        "description": ""}}))
+    raw = yaml.safe_load((Path(__file__).parent / "tiny_params.yaml").read_text())
+    raw["data"] = str(data)
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(raw))
+    for argv in (["--data", str(data), "device", "list"],
+                 ["--data", str(data), "query", "select 1"],
+                 ["--data", str(data), "status"],
+                 ["params", "--params", str(params)],
+                 ["device", "add", "zen3", "--target", '{"kind": "llvm", "mcpu": "znver3"}',
+                  "--params", str(params), "--dry-run"]):
+        code = main(argv)
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert code == 2 and len(lines) == 1, (argv, err)
+        assert "devices.json" in lines[0] and "'\u0441\u0440u-avx2'" in lines[0], lines[0]
+        assert "ASCII" in lines[0] and "internal error" not in lines[0], lines[0]

@@ -2,7 +2,9 @@
 is loaded (load_model, tcl predict --model FILE, a replaced registry file, a replaced
 models/<device>/<kind>.model), older files are converted only by `tcl models convert`, the
 registry checks its content hash, and every command that takes a model refuses another device's
-with one rule and one --any-device flag. Tiny untrained models: no training, no TVM builds."""
+with one rule and one --any-device flag. Issue 38: every file records its device, kind and
+content hash and a load checks them; a failed training keeps the models it would replace. Tiny
+models (untrained, or XGBoost fitted in a second): no TVM builds."""
 from __future__ import annotations
 
 import base64
@@ -158,13 +160,14 @@ def test_a_replaced_registry_file_is_refused_naming_both_hashes(paths, tmp_path,
     f = paths.root / entry.path
     original = f.read_bytes()
     (tmp_path / "db").mkdir()
-    # a crafted file in its place: refused by the safe reader, nothing runs
+    # a crafted file in its place: refused by the safe reader, nothing runs; and not offered
+    # to `tcl models convert`, which would run it (issue 38)
     marker = tmp_path / "MARKER"
     crafted(f, marker, kind="continual")
     code, _, err = run(capsys, "--data", str(paths.root), "predict", str(tmp_path / "db"),
                        "--device", DEVICE)
-    assert code == 2 and entry.id in err and "tcl models convert" in err, err
-    assert not marker.exists()
+    assert code == 2 and entry.id in err and "replaced or changed" in err, err
+    assert "tcl models convert" not in err and not marker.exists()
     # another valid model in its place: the content hash differs, refused before use
     tiny_continual([DEVICE], seed=1).save(f)
     from tcl.registry import ModelRegistry
@@ -336,3 +339,176 @@ def test_any_device_is_one_flag_on_every_command_that_takes_a_model():
         sub = parser._subparsers._group_actions[0].choices[argv[0]]
         helps |= {a.help for a in sub._actions if "--any-device" in a.option_strings}
     assert len(helps) == 1
+
+
+# -- 3. a failed training keeps the models it would replace (issue 38) -----------------------------
+def training_root(paths) -> None:
+    """Records and cached features of three tasks on DEVICE (no zoo, no TVM): enough to fit."""
+    import polars as pl
+
+    from tcl.features import FEATURE_SCHEMA
+    from tcl.store.records import RecordStore, write_parquet_atomic
+    from tcl.tokens import PER_STORE_WIDTH, TOKEN_WIDTH
+    from test_store import rows
+
+    rng = np.random.default_rng(0)
+    for k, t in enumerate(("t1", "t2", "t3")):
+        RecordStore(paths).append(rows(task=t, n=4, offset=4 * k))
+        write_parquet_atomic(pl.DataFrame(
+            [{"program_id": f"p{i}", "task_id": t, "n_stores": 1, "n_tokens": 1,
+              "per_store": rng.random(PER_STORE_WIDTH), "tokens": rng.random(TOKEN_WIDTH)}
+             for i in range(4 * k, 4 * k + 4)], schema=FEATURE_SCHEMA), paths.features_file(t))
+
+
+def test_a_failed_training_leaves_the_previous_models_intact(paths, monkeypatch):
+    """Issue 38: a `tcl train` that failed (a features file missing) had first deleted the
+    device's seed models. Fits go to a staging folder and replace the models only once every
+    one succeeded; a seed no longer asked for goes only then."""
+    import tcl.train
+    from tcl.train import train_seeds
+
+    training_root(paths)
+    xgb = {"num_boost_round": 2, "nthread": 1}
+    files = train_seeds(paths, DEVICE, "xgb", xgb, seeds=[0, 1], workers=1)
+    models = paths.models_dir / DEVICE
+    before = {p: p.read_bytes() for p in models.rglob("*") if p.is_file()}
+    assert files == [paths.model_file(DEVICE, "xgb"), paths.model_file(DEVICE, "xgb", 1)]
+    assert len(before) == 4                                   # two models, two training facts
+    paths.features_file("t2").unlink()
+    with pytest.raises(TclError, match="features not computed"):
+        train_seeds(paths, DEVICE, "xgb", {**xgb, "num_boost_round": 3}, seeds=[0, 1],
+                    workers=1)
+    assert {p: p.read_bytes() for p in models.rglob("*") if p.is_file()} == before
+    training_root(paths)
+    real = tcl.train.make_model                               # the second seed's fit fails,
+    monkeypatch.setattr(tcl.train, "make_model",              # after the first one's was saved
+                        lambda kind, **kw: 1 / 0 if kw["seed"] == 1 else real(kind, **kw))
+    with pytest.raises(ZeroDivisionError):
+        train_seeds(paths, DEVICE, "xgb", {**xgb, "num_boost_round": 3}, seeds=[0, 1],
+                    workers=1)
+    assert {p: p.read_bytes() for p in models.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in models.iterdir()) == ["xgb.json", "xgb.model", "xgb.seeds"]
+    monkeypatch.undo()
+    train_seeds(paths, DEVICE, "xgb", xgb, seeds=[0], workers=1)   # one seed now: s1 goes
+    assert paths.model_file(DEVICE, "xgb").read_bytes() != b"" and \
+        list(paths.seeds_dir(DEVICE, "xgb").iterdir()) == []
+
+
+
+# -- 4. every model file is checked: device, kind, contents (issue 38) ----------------------------
+def test_a_trained_model_file_names_its_device_wherever_it_is_copied(paths, tmp_path, capsys):
+    """A model file copied out of models/<device>/ without its training facts was taken by
+    another device's predict and score; the file now records its device itself."""
+    import shutil
+
+    from tcl.predict import resolve_model
+    from tcl.train import train_seeds
+
+    training_root(paths)
+    (trained,) = train_seeds(paths, DEVICE, "xgb", {"num_boost_round": 2, "nthread": 1},
+                             seeds=[0], workers=1)
+    loose = shutil.copy(trained, tmp_path / "loose.model")
+    add_records(paths, OTHER)
+    (tmp_path / "db").mkdir()
+    for argv in (["predict", str(tmp_path / "db")], ["score"]):
+        code, _, err = run(capsys, "--data", str(paths.root), *argv, "--device", OTHER,
+                           "--model", str(loose))
+        assert code == 2 and len(err.splitlines()) == 1, err
+        assert f"trained on device '{DEVICE}' (recorded in the file), not '{OTHER}'" in err, err
+    model, _ = resolve_model(paths, OTHER, str(loose), any_device=True)   # the way out
+    assert model.made_for == DEVICE
+
+
+def damage_a_tensor(f: Path) -> None:
+    """Flip one byte of the first tensor's data in a torch file (stored zip parts: the bytes
+    lie as they are, and torch checks no CRC)."""
+    import zipfile
+
+    with zipfile.ZipFile(f) as z:
+        info = next(i for i in z.infolist() if "/data/" in i.filename)
+    raw = bytearray(f.read_bytes())
+    start = info.header_offset + 30 + len(info.filename.encode()) + \
+        int.from_bytes(raw[info.header_offset + 28:info.header_offset + 30], "little")
+    raw[start] ^= 0xFF
+    f.write_bytes(bytes(raw))
+
+
+def test_a_damaged_checkpoint_is_one_line_naming_the_file(paths, tmp_path, capsys):
+    """A byte flipped inside a checkpoint's weights loaded silently as other weights (torch
+    checks no zip CRC): now refused, naming the file."""
+    f = tmp_path / "m.model"
+    make_model("tenset-mlp", device="cpu", **TINY["tenset-mlp"]).save(f)
+    damage_a_tensor(f)
+    with pytest.raises(TclError, match=r"m\.model is damaged: its part .* fails its CRC"):
+        load_model(f)
+    (tmp_path / "db").mkdir()
+    code, _, err = run(capsys, "--data", str(paths.root), "predict", str(tmp_path / "db"),
+                       "--device", DEVICE, "--model", str(f))
+    assert code == 2 and len(err.splitlines()) == 1 and f"{f} is damaged" in err, err
+
+
+def test_a_changed_model_file_is_refused_by_its_recorded_content_hash(tmp_path):
+    """Every file tcl writes records the hash of its contents; an xgb file (JSON: no CRC)
+    whose booster or params were edited is refused."""
+    from tcl.models.nn import synthetic_programs
+
+    f = tmp_path / "xgb.model"
+    make_model("xgb", num_boost_round=2, nthread=1).fit(
+        synthetic_programs(4, 8, stores=(1, 3), tokens=(2, 4))).save(f)
+    doc = json.loads(f.read_text())
+    f.write_text(json.dumps({**doc, "best_iteration": doc["best_iteration"] + 1}))
+    with pytest.raises(TclError, match=r"xgb\.model is damaged or was changed .* hash to"):
+        load_model(f)
+
+
+def test_a_file_of_another_kind_under_a_kinds_name_is_refused(paths, tmp_path, capsys):
+    """An xgb model saved as models/<device>/mamba.model was taken as the mamba model."""
+    from tcl.models.nn import synthetic_programs
+
+    f = paths.model_file(DEVICE, "mamba")
+    f.parent.mkdir(parents=True)
+    make_model("xgb", num_boost_round=2, nthread=1).fit(
+        synthetic_programs(4, 8, stores=(1, 3), tokens=(2, 4))).save(f)
+    add_records(paths)
+    (tmp_path / "db").mkdir()
+    for argv in (["predict", str(tmp_path / "db")], ["score"]):
+        code, _, err = run(capsys, "--data", str(paths.root), *argv, "--device", DEVICE,
+                           "--model", "mamba")
+        assert code == 2 and len(err.splitlines()) == 1, err
+        assert "holds a 'xgb' model, not the 'mamba' model asked for" in err, err
+    with pytest.raises(TclError, match="holds a 'xgb' model, not the 'mamba'"):
+        load_model(f, kind="mamba")
+
+
+def test_models_convert_runs_nothing_of_a_registry_file_and_checks_its_hash(
+        paths, tmp_path, capsys):
+    """`tcl models convert` on a registry file ran the full unpickler on whatever was there (a
+    swapped file's code) and converted another model under the registered id. It now reads a
+    registry file as data only (an older tcl's numpy values allowed) and converts it only if
+    it hashes to the registry's record."""
+    entry = register(paths, tiny_continual([DEVICE]))
+    f = paths.root / entry.path
+    original = f.read_bytes()
+    marker = tmp_path / "MARKER"
+    crafted(f, marker, kind="continual")
+    code, _, err = run(capsys, "models", "convert", str(f))
+    assert code == 2 and not marker.exists() and "replaced or changed" in err, err
+    assert not f.with_name(f.name + ".pre-convert").exists()
+
+    def old_format(model) -> None:   # what an older tcl wrote: numpy where tensors belong
+        torch.save({"kind": "continual", "version": model.version, "backbone": model.backbone,
+                    "hyper": model.hyper, "devices": model.devices, "target": model.target,
+                    "state_dict": {k: v.numpy().copy()
+                                   for k, v in model.net.state_dict().items()}}, f)
+
+    old_format(tiny_continual([DEVICE], seed=1))                 # another model, old format
+    code, _, err = run(capsys, "models", "convert", str(f))
+    assert code == 2 and entry.content_hash in err and "not the recorded" in err, err
+    assert not f.with_name(f.name + ".pre-convert").exists()
+    old_format(tiny_continual([DEVICE]))                         # the registered one: converted
+    code, out, err = run(capsys, "models", "convert", str(f))
+    assert code == 0 and "converted" in out, err
+    from tcl.registry import ModelRegistry
+
+    assert ModelRegistry(paths).load(entry).content_hash() == entry.content_hash
+    f.write_bytes(original)

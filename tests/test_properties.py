@@ -102,28 +102,10 @@ def test_any_params_text_is_loaded_or_refused(tmp_path, text):
 @pytest.fixture(scope="module")
 def valid_db(tmp_path_factory):
     """One workload line and three tuning-record lines, made by MetaSchedule itself."""
-    import tvm
-    from tvm import s_tir
-
-    from conftest import matmul_task
-    from tcl.sampling import sample_programs
+    from conftest import metaschedule_database
     from tcl.measure.msjson import RECORD_FILE, WORKLOAD_FILE
-    from tcl.tvm_compat import meta_schedule
 
-    ms = meta_schedule()
-    task = matmul_task(16)
-    mod = tvm.ir.load_json(task["workload_json"])
-    out = tmp_path_factory.mktemp("db")
-    db = ms.database.JSONDatabase(path_workload=str(out / WORKLOAD_FILE),
-                                  path_tuning_record=str(out / RECORD_FILE), allow_missing=True)
-    wl = db.commit_workload(mod)
-    target = BUILTIN_DEVICES["cpu-avx2"].tvm_target()
-    args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
-    for i, (trace_json, _) in enumerate(sample_programs(mod, 3, seed=1)):
-        sch = s_tir.Schedule(mod)
-        s_tir.schedule.Trace.apply_json_to_schedule(json.loads(trace_json), sch)
-        db.commit_tuning_record(ms.database.TuningRecord(sch.trace, wl, [1e-3 * (i + 1)],
-                                                         target, args))
+    out = metaschedule_database(tmp_path_factory.mktemp("db"))
     return Lines((out / WORKLOAD_FILE).read_text().splitlines(),
                  (out / RECORD_FILE).read_text().splitlines())
 

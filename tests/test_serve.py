@@ -131,5 +131,6 @@ def test_python_m_flows_prints_one_line_and_no_traceback(served, tmp_path):
         assert "Traceback" not in out + err and "flow run" not in out + err, (module, err)
     assert outs["pipeline"][1].startswith(f"pipeline: error: {bad}: not valid YAML")
     assert outs["add_device"][1].strip() == (
-        "add-device: error: invalid device name '../etc': expected letters, digits, '.', '-' "
-        "and '_' (no path separators)")
+        "add-device: error: invalid device name '../etc': expected 1 to 64 ASCII letters, "
+        "digits, '.', '-' and '_', starting with a letter or digit (no '..'); '/' (U+002F) is "
+        "not allowed")

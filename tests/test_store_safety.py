@@ -3,6 +3,9 @@ files that are unusable (foreign schema, wrong types, corrupt pages) named and s
 reader. Fast: no builds, no measurements (those are in test_reliability.py)."""
 import hashlib
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import duckdb
 import polars as pl
@@ -290,7 +293,14 @@ def bad_status(path):
     frame.with_columns(pl.lit("fine").alias("status")).write_parquet(path)
 
 
-DAMAGE = [foreign_schema, wrong_types, corrupt_inside, truncated, bad_status]
+def another_device(path):
+    """Issue 38: rows of another device filed under this one's folder (`tcl status` counted
+    them by folder, `tcl query` by their column)."""
+    pl.DataFrame(rows(device="cpu-sse42", task="t3", n=2), schema=RECORD_SCHEMA) \
+        .write_parquet(path)
+
+
+DAMAGE = [foreign_schema, wrong_types, corrupt_inside, truncated, bad_status, another_device]
 
 
 @pytest.mark.parametrize("damage", DAMAGE, ids=lambda f: f.__name__)
@@ -355,3 +365,184 @@ def test_a_request_far_above_a_tiny_design_space_ends_with_what_exists():
     assert 1 <= len(got) < 200 and time.perf_counter() - start < 120
     with pytest.raises(TclError, match="programs per task must lie in"):
         sample_programs(mod, MAX_PROGRAMS_PER_TASK + 1)
+
+
+# ---- issue 38: a full disk leaves whole files or none, and says so in one line ----------------
+
+def limited(kib: int, *argv: str, code: str | None = None) -> subprocess.CompletedProcess:
+    """`tcl ARGV` (or ``python -c CODE``) under a file-size limit of ``kib`` KiB (`ulimit -f`):
+    a write past it fails as one on a full disk would, and nothing real fills up."""
+    cmd = [sys.executable, "-c", code] if code else [str(Path(sys.executable).parent / "tcl"),
+                                                      *argv]
+    return subprocess.run(["bash", "-c", f'ulimit -f {kib}; exec "$0" "$@"', *cmd],
+                          capture_output=True, text=True, timeout=600, cwd=Path(__file__).parent)
+
+
+def no_temporary_file(*dirs: Path) -> bool:
+    return not [p for d in dirs for p in d.rglob("*") if ".tmp" in p.name]
+
+
+@pytest.fixture
+def matmul_root(paths):
+    """A data root with one real task and one measured program of it (the unscheduled one)."""
+    from conftest import matmul_task, write_tasks
+
+    write_tasks(paths, [matmul_task(64)])
+    add_program(paths, json.dumps([[], []]))
+    return paths
+
+
+def add_program(paths, trace: str) -> None:
+    """A measured record of the root's task with ``trace``."""
+    from test_store import rows
+
+    from tcl.store.records import program_id, record_id
+
+    tid = pl.read_parquet(paths.tasks_file)["task_id"][0]
+    RecordStore(paths).append([{**rows(task=tid, n=1)[0], "trace_json": trace,
+                                "program_id": program_id(tid, trace),
+                                "record_id": record_id("cpu-avx2", tid, trace)}])
+
+
+def test_an_export_past_the_file_size_limit_leaves_the_database_as_it_was(matmul_root, tmp_path):
+    """Issue 38: `tcl export` said "exported 8 new records" and left truncated JSON (MetaSchedule
+    checks none of its writes); now each file is written whole or not at all."""
+    paths, out = matmul_root, tmp_path / "db"
+    got = limited(8, "--data", str(paths.root), "export", str(out), "--device", "cpu-avx2")
+    assert got.returncode == 2 and got.stdout == "", got
+    (line,) = got.stderr.splitlines()
+    assert line.startswith("tcl: error: cannot write database file") and \
+        str(out / "database_workload.json") in line and "file too large" in line, line
+    assert list(out.iterdir()) == []                              # no part, no temporary file
+    got = limited(1 << 20, "--data", str(paths.root), "export", str(out), "--device", "cpu-avx2")
+    assert got.returncode == 0 and "exported 1 new records" in got.stdout, got
+    before = snapshot(out)
+    add_program(paths, split_trace(paths))
+    got = limited(8, "--data", str(paths.root), "export", str(out), "--device", "cpu-avx2")
+    assert got.returncode == 2 and len(got.stderr.splitlines()) == 1, got
+    assert snapshot(out) == before                                # the old database, unchanged
+
+
+def split_trace(paths) -> str:
+    """Another program of the task: its first loop split."""
+    import tvm
+    from tvm import s_tir
+
+    from tcl.store.traces import trace_to_json
+
+    sch = s_tir.Schedule(tvm.ir.load_json(pl.read_parquet(paths.tasks_file)["workload_json"][0]))
+    sch.split(sch.get_loops(sch.get_sblock("C"))[0], [None, 4])
+    return trace_to_json(sch.trace)
+
+
+WRITES = {
+    "record file": "from test_store import rows; from tcl.store.records import RecordStore; "
+                   "RecordStore(P).append([dict(r, error=os.urandom(20000).hex()) "
+                   "for r in rows(n=1)])",
+    "model file": "from tcl.models import make_model; "
+                  "make_model('tenset-mlp', device='cpu').save(P.models_dir / 'm.model')",
+    "device registry": "from tcl.store.jsonfile import JsonRegistry; JsonRegistry("
+                       "P.devices_file, 'device registry').write({'mine': 'x' * 20000})",
+}
+
+
+@pytest.mark.parametrize("what", WRITES)
+def test_a_store_write_past_the_limit_is_one_error_naming_the_file_and_leaves_nothing(
+        paths, what):
+    """Issue 38: a full disk said "ComputeError" (polars) or "enforce fail" (torch) and left
+    `.tmp` files; every writer goes through `tcl.config.atomic_write`."""
+    paths.root.mkdir(parents=True)
+    code = (f"import os, sys; from pathlib import Path; sys.path.insert(0, "
+            f"{str(Path(__file__).parent)!r}); from tcl.config import Paths, TclError; "
+            f"P = Paths(Path({str(paths.root)!r}))\n"
+            f"try:\n    {WRITES[what]}\nexcept TclError as e:\n    print(e)")
+    got = limited(8, code=code)
+    assert got.returncode == 0 and got.stdout.startswith(f"cannot write {what} "), got
+    assert "file too large" in got.stdout and len(got.stdout.splitlines()) == 1
+    assert no_temporary_file(paths.root)
+
+
+def test_featurize_past_the_limit_is_one_line_and_leaves_no_temporary_file(matmul_root):
+    got = limited(2, "--data", str(matmul_root.root), "featurize")
+    assert got.returncode == 2, got
+    (line,) = got.stderr.splitlines()
+    assert "cannot write features file" in line and "features/task=" in line, line
+    assert no_temporary_file(matmul_root.root)
+    assert not list(matmul_root.features_dir.glob("*.parquet"))
+
+
+# ---- issue 38: foreign files are named, never read as if they were tcl's -----------------------
+
+def test_status_and_query_agree_on_a_file_filed_under_another_device(stored, capsys):
+    from tcl.cli import main
+
+    paths, _ = stored
+    f = paths.records_dir / "device=cpu-avx2" / "task=t3" / "part-x.parquet"
+    f.parent.mkdir(parents=True)
+    another_device(f)
+    assert check_record_file(f).startswith("its rows name device 'cpu-sse42', not its folder's")
+    assert main(["--data", str(paths.root), "status", "--format", "json"]) == 0
+    status = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert main(["--data", str(paths.root), "query", "--format", "csv",
+                 "select device, count(*) n from records group by 1 order by 1"]) == 0
+    out = capsys.readouterr()
+    assert out.out.splitlines() == ["device,n", "cpu-avx2,5"] and "part-x.parquet" in out.err
+    assert [(s["device"], s["ok_records"]) for s in status] == [("cpu-avx2", 5)], status
+
+
+def foreign_candidates(paths):
+    paths.candidates_dir.mkdir(parents=True)
+    pl.DataFrame({"program_id": ["p"], "trace": ["[]"]}).write_parquet(paths.candidates_file("t1"))
+
+
+def foreign_tasks(paths):
+    paths.zoo_dir.mkdir(parents=True)
+    pl.DataFrame({"task": ["t1"], "flop": [1.0]}).write_parquet(paths.tasks_file)
+
+
+def foreign_networks(paths):
+    paths.zoo_dir.mkdir(parents=True)
+    pl.DataFrame({"network": ["n"], "holdout": ["no"]}).write_parquet(paths.networks_file)
+
+
+def foreign_registry(paths):
+    paths.models_dir.mkdir(parents=True)
+    con = duckdb.connect(str(paths.registry_file))
+    con.execute("CREATE TABLE runs (id INTEGER)")
+    con.close()
+
+
+def another_models_table(paths):
+    paths.models_dir.mkdir(parents=True)
+    con = duckdb.connect(str(paths.registry_file))
+    con.execute("CREATE TABLE models (id VARCHAR, device VARCHAR)")
+    con.close()
+
+
+@pytest.mark.parametrize("setup, argv, expected, code", [
+    (foreign_candidates, ["featurize"], "skipped candidates file {root}/candidates/task=t1."
+     "parquet is not one tcl wrote: foreign schema: missing columns task_id", 0),
+    (foreign_candidates, ["query", "select count(*) from programs"], "skipped candidates file", 0),
+    (foreign_tasks, ["featurize"], "zoo tasks file {root}/zoo/tasks.parquet is not one tcl "
+     "wrote: foreign schema: missing columns task_id", 2),
+    (foreign_tasks, ["query", "select 1"], "zoo tasks file", 2),
+    (foreign_networks, ["zoo", "list"], "zoo networks file {root}/zoo/networks.parquet is not "
+     "one tcl wrote: foreign schema: missing columns batch", 2),
+    (foreign_networks, ["status"], "holdout is String, expected Boolean", 2),
+    (foreign_registry, ["models", "list"], "model registry {root}/models/registry.duckdb is "
+     "not one tcl wrote: it has no table models (tables: runs)", 2),
+    (another_models_table, ["status"], "its table models has the columns id, device; "
+     "expected a table models with the columns id, device, devices", 2),
+], ids=lambda x: getattr(x, "__name__", None) or (" ".join(x) if isinstance(x, list) else ""))
+def test_a_foreign_table_is_one_line_naming_the_file_and_what_was_expected(
+        stored, capsys, setup, argv, expected, code):
+    """Issue 38: a candidates file of another schema made `tcl featurize` say "0 new"; a foreign
+    zoo table or model registry gave DuckDB's Binder and Catalog errors."""
+    from tcl.cli import main
+
+    paths, _ = stored
+    setup(paths)
+    assert main(["--data", str(paths.root), *argv]) == code
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and expected.format(root=paths.root) in err[0], err
+    assert "internal error" not in err[0]

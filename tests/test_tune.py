@@ -429,3 +429,55 @@ def test_tuning_benchmark_races_the_reference_at_its_best_search(tmp_path, capsy
     out = capsys.readouterr().out
     assert "| tcl [registry abc] | xgb-online, round-robin | 1.100 (missed)" in out   # 1.21 / 1.1
     assert bench.best_reference([row("tcl", 1.0, "gradient")], "xgb-online") == ([], "-")
+
+
+def _user_database(work_dir):
+    """A MetaSchedule log of the user's own: one record of a matmul, not of this network."""
+    import tvm
+    from tvm import s_tir
+
+    from conftest import matmul_task
+    from tcl.tvm_compat import meta_schedule
+
+    ms = meta_schedule()
+    work_dir.mkdir(parents=True)
+    mod = tvm.ir.load_json(matmul_task(32)["workload_json"])
+    db = ms.database.JSONDatabase(work_dir=str(work_dir))
+    db.commit_tuning_record(ms.database.TuningRecord(
+        s_tir.Schedule(mod).trace, db.commit_workload(mod), [1e-3],
+        tvm.target.Target("llvm"), ms.arg_info.ArgInfo.from_prim_func(mod["main"])))
+
+
+def test_an_out_directory_that_is_not_this_devices_run_is_refused_untouched(
+        tiny, tmp_path, capsys, monkeypatch):
+    """Issue 38: `tcl tune --out DIR` on a user's directory renamed it and imported the
+    MetaSchedule log it held as this device's tuning records. A directory without a run file,
+    or with another device's, is refused in one line; nothing is moved or imported."""
+    import hashlib
+
+    import tcl.tune
+    from tcl.cli import main
+    from tcl.store.catalog import query
+
+    paths, _, _ = tiny
+    mine = tmp_path / "mine"
+    _user_database(mine / "database")
+    (mine / "notes.txt").write_text("my own tuning log\n")
+    files = lambda: {str(p): hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
+                     for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    count = lambda: query(paths, "select count(*) n from records")["n"][0]   # noqa: E731
+    before, n = files(), count()
+    monkeypatch.setattr(tcl.tune, "relax_module", lambda *a: 1 / 0)   # never tunes
+    argv = ["--data", str(paths.root), "tune", "--network", "tiny", "--device", "cpu-avx2",
+            "--model", "random", "--trials", "8", "--out", str(mine)]
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"{mine} is a directory that is not a tcl tune run" in line, line
+    assert files() == before and count() == n
+    (mine / "run.json").write_text(json.dumps({"network": "tiny", "device": "cpu-sse42"}))
+    before = files()
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "interrupted tcl tune run for device 'cpu-sse42', not 'cpu-avx2'" in line, line
+    assert files() == before and count() == n and sorted(p.name for p in tmp_path.iterdir()) \
+        == ["mine"]

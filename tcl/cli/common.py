@@ -4,6 +4,7 @@ code). The bottom of tcl/cli/: it imports no command group."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -14,18 +15,26 @@ from typing import Callable
 import polars as pl
 
 from ..budget import budget_from_text
-from ..config import Paths, TclError
-from ..config import one_line
+from ..config import Paths, TclError, data_root, one_line
 from ..measure.interrupt import Interrupted
+from ..pipeline.params import DEFAULT_FILE, load_params
 
 
 def _paths(args) -> Paths:
-    paths = Paths(Path(args.data).resolve()) if args.data else Paths.default()
+    paths = Paths(data_root(args.data, "--data")) if args.data is not None else Paths.default()
     if paths.root.exists() and not paths.root.is_dir():
         raise TclError(f"data root {paths.root} is a file; --data (or $TCL_DATA) names a "
                        "directory")
     out_path(str(paths.root), "directory", "--data")   # a file above it
     return paths
+
+
+def optional_params(given: str | None):
+    """The params file a command reads only for defaults: the one ``--params`` names, which
+    must then exist, else params.yaml where it exists (None where not). Models unchecked."""
+    if given is None and not Path(DEFAULT_FILE).exists():
+        return None
+    return load_params(given or DEFAULT_FILE, check_models=False)
 
 
 def out_path(text: str, kind: str, option: str = "--out") -> Path:
@@ -44,17 +53,22 @@ def out_path(text: str, kind: str, option: str = "--out") -> Path:
     return out
 
 
-def int_in(low: int, high: int | None = None) -> Callable[[str], int]:
-    """An argparse type: an integer in [low, high], with a message naming the range."""
+# A seed's range: numpy's (np.random.seed, default_rng) is 0 .. 2**32 - 1.
+MAX_SEED = 2**32 - 1
+
+
+def int_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer in [low, high], with a message naming the range. Every
+    number an option takes has both ends (``low`` and ``high`` stay on the function)."""
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < low or (high is not None and value > high):
-            span = f"[{low}, {high}]" if high is not None else f">= {low}"
-            raise argparse.ArgumentTypeError(f"must be {span}, got {value}")
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be [{low}, {high}], got {value}")
         return value
+    parse.low, parse.high = low, high
     return parse
 
 
@@ -68,6 +82,7 @@ def float_in(low: float, high: float, low_open: bool = False) -> Callable[[str],
             raise argparse.ArgumentTypeError(
                 f"must lie in {'(' if low_open else '['}{low}, {high}], got {text}")
         return value
+    parse.low, parse.high = low, high
     return parse
 
 
@@ -81,6 +96,18 @@ class Parser(argparse.ArgumentParser):
 def _print_frame(frame) -> None:
     with pl.Config(tbl_rows=200, tbl_cols=30, fmt_str_lengths=60, tbl_width_chars=200):
         print(frame)
+
+
+def csv_text(frame: pl.DataFrame) -> str:
+    """``frame`` as CSV. CSV holds no nested values: a list, array or struct column becomes its
+    values as JSON text (a null stays an empty field)."""
+    def as_json(column: str) -> pl.Series:
+        values = frame[column].to_list()
+        return pl.Series(column, [None if v is None else json.dumps(v, default=str)
+                                  for v in values], dtype=pl.String)
+
+    nested = [c for c, t in frame.schema.items() if t.is_nested()]
+    return frame.with_columns(as_json(c) for c in nested).write_csv()
 
 
 def print_table(frame: pl.DataFrame) -> None:
@@ -202,6 +229,6 @@ def _internal(e: Exception) -> int:
 def _no_data(args) -> None:
     """The pipeline's commands take the data root from the params file: --data is refused
     rather than ignored."""
-    if args.data:
+    if args.data is not None:
         raise TclError(f"`tcl {args.command}` takes its data root from the params file's "
                        f"`data` key ({args.params}), not --data")

@@ -18,8 +18,8 @@ from ..models import load_model
 from ..sampling import MAX_PROGRAMS_PER_TASK
 from ..store.catalog import records
 from ..store.records import RecordStore
-from .common import (_paths, _print_frame, _zoo_tasks, budget_arg, float_in, int_in,
-                     network_selection, out_path)
+from .common import (MAX_SEED, _paths, _print_frame, _zoo_tasks, budget_arg, csv_text,
+                     float_in, int_in, network_selection, out_path)
 
 
 def cmd_collect(args) -> int:
@@ -93,7 +93,7 @@ def cmd_query(args) -> int:
 
     frame = query(_paths(args), args.sql)
     if args.format == "csv":
-        sys.stdout.write(frame.write_csv())
+        sys.stdout.write(csv_text(frame))
     elif args.format == "json":  # one JSON object per row (NDJSON), for jq and friends
         sys.stdout.write(frame.write_ndjson())
     else:
@@ -107,14 +107,16 @@ def cmd_import(args) -> int:
     paths = _paths(args)
     device = DeviceRegistry(paths).get(args.device)
     stats = import_database(paths, args.dir, device, strict=args.strict)
-    for p in stats.problems:
+    for p in stats.skipped():
         print(f"warning: skipped {p}", file=sys.stderr)
     if stats.target_mismatches:
         print(f"warning: {stats.target_mismatches} lines were measured for another target than "
               f"{device.name}'s {json.dumps(device.target)}; their records keep the target of "
               "their lines (--strict refuses such a database)", file=sys.stderr)
+    bad, malformed = len(stats.bad_run_secs), len(stats.problems)
     print(f"read {stats.lines} lines: {stats.programs} distinct programs, {stats.records} new "
-          f"records, {len(stats.problems)} malformed lines skipped ({stats.tasks} new tasks)")
+          f"records, {bad + malformed} skipped ({malformed} malformed, {bad} without valid run "
+          f"times) ({stats.tasks} new tasks)")
     return 0
 
 
@@ -176,9 +178,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--device", required=True)
     c.add_argument("--programs-per-task", type=int_in(1, MAX_PROGRAMS_PER_TASK), default=32)
     c.add_argument("--split", choices=["all", "train", "holdout"], default="all")
-    c.add_argument("--max-tasks", type=int_in(1),
+    c.add_argument("--max-tasks", type=int_in(1, 100_000),   # the zoo holds ~1600 tasks
                    help="only N tasks of each split (stratified by operator class)")
-    c.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0)
+    c.add_argument("--seed", type=int_in(0, MAX_SEED), default=0)
     c.add_argument("--batch-size", type=int_in(1, 4096), default=64)
     c.add_argument("--dry-run", action="store_true", help="print the plan and estimated time")
     c.add_argument("--new-tasks", action="store_true",

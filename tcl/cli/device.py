@@ -136,11 +136,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add.add_argument("--target", required=True, help='TVM target as JSON, e.g. {"kind": "llvm"}')
     add.add_argument("--rpc-key")
     add.add_argument("--tracker", help="HOST:PORT of a TVM RPC tracker")
-    add.add_argument("--number", type=int_in(1, 1000), default=3,
+    ranges = MeasureSettings.RANGES   # the settings' own ranges, which a registry file meets too
+    add.add_argument("--number", type=int_in(*ranges["number"]), default=3,
                      help="kernel runs per repeat (MetaSchedule evaluator)")
-    add.add_argument("--repeat", type=int_in(1, 100), default=3, help="repeats kept per record")
-    add.add_argument("--min-repeat-ms", type=int_in(0, 60_000), default=40)
-    add.add_argument("--timeout", type=float_in(0.1, 3600), default=10.0,
+    add.add_argument("--repeat", type=int_in(*ranges["repeat"]), default=3,
+                     help="repeats kept per record")
+    add.add_argument("--min-repeat-ms", type=int_in(*ranges["min_repeat_ms"]), default=40)
+    add.add_argument("--timeout", type=float_in(*ranges["timeout_sec"]), default=10.0,
                      help="seconds before a run counts as a timeout")
     add.add_argument("--no-run", dest="run", action="store_false",
                      help="only register: do not trigger the add-device run")

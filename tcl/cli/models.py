@@ -63,7 +63,8 @@ def cmd_score(args) -> int:
 
 def cmd_models(args) -> int:
     # --data names the data root; without it, the params file's
-    paths = _paths(args) if args.data else load_params(args.params, check_models=False).paths
+    paths = _paths(args) if args.data is not None else \
+        load_params(args.params, check_models=False).paths
     if args.device is not None:
         DeviceRegistry(paths).get(args.device)
     frame = ModelRegistry(paths).frame(args.device)
@@ -96,9 +97,11 @@ def cmd_models(args) -> int:
 def cmd_models_convert(args) -> int:
     """Rewrite model files the safe reader refuses; the user vouches for them by naming them."""
     from ..models import convert_file   # lazy: torch costs ~2.6 s at import
+    from ..registry import registry_entry
 
     for f in args.files:
-        print(convert_file(f))
+        entry = registry_entry(Path(f))
+        print(convert_file(f, entry.content_hash if entry else None))
     return 0
 
 

@@ -3,23 +3,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from ..pipeline.params import load_params
 from ..pipeline.status import device_status
-from .common import _paths, _print_frame
+from .common import _paths, _print_frame, csv_text, optional_params
 
 
 def cmd_status(args) -> int:
     paths = _paths(args)
     # The params file says which tasks the models train on; it speaks for its own data root.
-    params = load_params(args.params, check_models=False) if Path(args.params).exists() \
-        else None
+    params = optional_params(args.params)
     if params is not None and params.paths.root != paths.root:
         params = None
     frame = device_status(paths, params)
     if args.format == "csv":
-        sys.stdout.write(frame.write_csv())
+        sys.stdout.write(csv_text(frame))
     elif args.format == "json":
         sys.stdout.write(frame.write_ndjson())
     else:
@@ -35,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     st = sub.add_parser("status", help="per device: records, hosts, latest model, what is "
                                        "pending")
     st.add_argument("--format", choices=["table", "csv", "json"], default="table")
-    st.add_argument("--params", default="params.yaml",
+    st.add_argument("--params",
                     help="which tasks the models train on: its zoo.networks and sample caps "
                          "(default: params.yaml, where it exists and names this data root)")
     st.set_defaults(func=cmd_status)

@@ -7,7 +7,7 @@ import sys
 
 from ..tune import (METASCHEDULE_SEARCH, MODELS_HELP, SCHEDULERS, TCL_SEARCH, TCL_UPDATE,
                     UPDATE_MODES, plan_tuning, report_lines, tune_network)
-from .common import _paths, any_device_flag, int_in, out_path
+from .common import MAX_SEED, _paths, any_device_flag, int_in, out_path
 
 
 def cmd_tune(args) -> int:
@@ -42,19 +42,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     tu.add_argument("--device", required=True)
     tu.add_argument("--model", default="latest", help=MODELS_HELP)
     any_device_flag(tu)
-    tu.add_argument("--trials", type=int_in(1), default=1000,
+    # bounds: about 10x the largest documented run (1500 trials) and MetaSchedule's search
+    # defaults (population 512, 4 generations); past them a run takes days, or never ends
+    tu.add_argument("--trials", type=int_in(1, 20_000), default=1000,
                     help="MetaSchedule trials over the whole network (at least one per task)")
     tu.add_argument("--update", choices=UPDATE_MODES,
                     help="a tcl model frozen (none), refit on what the search measures (refit, "
                          f"slow), or kept as a prior that an online XGBoost corrects (residual; "
                          f"default {TCL_UPDATE} for tcl's models: docs/results.md, \"tcl tune's "
                          "defaults\", says why)")
-    tu.add_argument("--seed", type=int_in(0), default=0)
-    tu.add_argument("--population", type=int_in(2),
+    tu.add_argument("--seed", type=int_in(0, MAX_SEED), default=0)
+    tu.add_argument("--population", type=int_in(2, 8192),
                     help="evolutionary search: schedules the model scores per generation "
                          f"(default {TCL_SEARCH[0]} for tcl's models, MetaSchedule's "
                          f"{METASCHEDULE_SEARCH[0]} for xgb-online and random)")
-    tu.add_argument("--generations", type=int_in(0),
+    tu.add_argument("--generations", type=int_in(0, 100),
                     help="evolutionary search: generations per round (default "
                          f"{TCL_SEARCH[1]} for tcl's models, MetaSchedule's "
                          f"{METASCHEDULE_SEARCH[1]} for xgb-online and random)")

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import polars as pl
 
 from ..config import Paths
-from ..pipeline.params import DEFAULT_FACTORY_TIMEOUT_S, FACTORY_TIMEOUT_RANGE, load_params
-from .common import _paths, _print_frame, _zoo_tasks, float_in, network_selection
+from ..pipeline.params import DEFAULT_FACTORY_TIMEOUT_S, FACTORY_TIMEOUT_RANGE
+from .common import _paths, _print_frame, _zoo_tasks, float_in, network_selection, optional_params
 
 
 def cmd_zoo(args) -> int:
@@ -36,9 +35,8 @@ def _factory_timeout(args) -> float:
     exists, else the default."""
     if args.timeout is not None:
         return args.timeout
-    if Path(args.params).exists():
-        return load_params(args.params, check_models=False).zoo.factory_timeout_s
-    return DEFAULT_FACTORY_TIMEOUT_S
+    params = optional_params(args.params)
+    return DEFAULT_FACTORY_TIMEOUT_S if params is None else params.zoo.factory_timeout_s
 
 
 def _zoo_listing(paths: Paths):
@@ -80,6 +78,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="seconds MODULE:FACTORY may take to import and return (default: the "
                          "params file's zoo.factory_timeout_s, else "
                          f"{DEFAULT_FACTORY_TIMEOUT_S:g})")
-    za.add_argument("--params", default="params.yaml",
+    za.add_argument("--params",
                     help="where zoo.factory_timeout_s is read (default: params.yaml, if any)")
     zsub.add_parser("list", help="the networks: built in, long-tail families and your own")

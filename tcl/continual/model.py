@@ -172,7 +172,7 @@ class MultiDeviceModel(CostModel):
         """The model saved at ``path``; with ``content_hash`` (the registry's), a file whose
         contents hash otherwise is refused before a model is built from it."""
         path = Path(path)
-        blob = read_checkpoint(path)
+        blob = read_checkpoint(path, registered=content_hash is not None)
         need = {"kind", "version", "backbone", "hyper", "devices", "state_dict"}
         if not isinstance(blob, dict) or not need <= set(blob):
             raise TclError(f"model file {path} is not a continual model file "

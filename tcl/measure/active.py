@@ -308,5 +308,5 @@ def teacher_model(paths: Paths, device: str, kinds: tuple[str, ...] = ("tenset-m
         for d in sorted(p for p in root.iterdir() if p.is_dir() and p.name != device):
             f = paths.model_file(d.name, kind)
             if f.exists():
-                return load_model(f), f"{d.name}/{kind}"
+                return load_model(f, kind=kind), f"{d.name}/{kind}"
     return None, "none"

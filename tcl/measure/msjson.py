@@ -7,13 +7,16 @@ load in ``ms.tune_tir`` / ``compile_tir`` like any MetaSchedule database.
 """
 from __future__ import annotations
 
+import errno
 import json
+import math
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
-from ..config import Paths, TclError, read_text
+from ..config import Paths, TclError, atomic_write, read_text
 from ..store.catalog import Catalog
 from ..store.devices import Device
 from ..store.locks import locked, path_key
@@ -36,6 +39,32 @@ class ImportStats:
     tasks: int = 0              # workloads the zoo lacked, remembered as imported tasks
     target_mismatches: int = 0  # lines measured for another target than the device's
     problems: list[str] = field(default_factory=list)   # malformed lines, skipped
+    bad_run_secs: list[str] = field(default_factory=list)   # "FILE:LINE (run_secs)", skipped
+
+    def skipped(self) -> list[str]:
+        """One line per malformed line, and one for all lines whose run_secs are no run times
+        (counted and named: a log can hold many)."""
+        bad = self.bad_run_secs
+        if not bad:
+            return list(self.problems)
+        names = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        return self.problems + [
+            f"{len(bad)} line{'s' * (len(bad) != 1)} whose run_secs are not run times (each "
+            f"must be a finite number of seconds > 0; MetaSchedule writes 1e10 for a failed "
+            f"run): {names}"]
+
+
+def run_times(run_secs) -> list[float] | None:
+    """A tuning record's ``run_secs`` as seconds ([] for null: not measured), or None where
+    they are no run times: a null, bool, negative, zero, NaN or infinite value, or not a list.
+    Checked before TVM sees the line (a null value crashes it, rc 139)."""
+    if run_secs is None:
+        return []
+    if not isinstance(run_secs, list) or not all(
+            isinstance(s, (int, float)) and not isinstance(s, bool) and 0 < s < math.inf
+            for s in run_secs):
+        return None
+    return [float(s) for s in run_secs]
 
 
 def _same_target(line_target, device_target: dict) -> bool:
@@ -55,13 +84,18 @@ def _read_lines(path: Path) -> list[tuple[int, str]]:
 
 
 def _tuning_lines(rec_path: Path, workloads: dict, stats: ImportStats):
-    """(line number, task id, trace, run_secs, target) of each valid tuning-record line; a
-    malformed one is named in ``stats.problems`` and skipped."""
+    """(line number, task id, trace, run seconds, target) of each valid tuning-record line; a
+    malformed one is named in ``stats.problems``, one whose run_secs are no run times in
+    ``stats.bad_run_secs``, and skipped."""
     ms = meta_schedule()
     for n, line in _read_lines(rec_path):
         stats.lines += 1
         try:
             index, (trace_obj, run_secs, target, _args) = json.loads(line)
+            secs = run_times(run_secs)
+            if secs is None:
+                stats.bad_run_secs.append(f"{rec_path}:{n} ({json.dumps(run_secs)[:40]})")
+                continue
             tid, wl = workloads[int(index)]
             ms.database.TuningRecord.from_json(json.loads(line)[1], wl)  # validates the trace
         except KeyError:
@@ -71,7 +105,7 @@ def _tuning_lines(rec_path: Path, workloads: dict, stats: ImportStats):
         except Exception as e:
             stats.problems.append(f"{rec_path}:{n}: malformed tuning record ({_first_line(e)})")
             continue
-        yield n, tid, trace_obj, run_secs, target
+        yield n, tid, trace_obj, secs, target
 
 
 def _workloads(wl_path: Path, stats: ImportStats) -> tuple[dict[int, tuple[str, object]], list]:
@@ -122,7 +156,9 @@ def import_database(paths: Paths, work_dir: str | Path, device: Device,
     a ``run_error``). Each record keeps the target its lines were measured for; lines whose
     target is not the device's are counted (``target_mismatches``), or refused with ``strict``
     before anything is stored. A malformed line is skipped and named (file and line number) in
-    ``ImportStats.problems``. Re-importing the same files adds nothing (content-hash ids).
+    ``ImportStats.problems``, a line whose run_secs are no run times (``run_times``) in
+    ``ImportStats.bad_run_secs``: nothing of it is stored. Re-importing the same files adds
+    nothing (content-hash ids).
     ``source`` labels the records (default ``import:<file>``; tuning runs use ``tune``).
     """
     work_dir = Path(work_dir)
@@ -131,11 +167,10 @@ def import_database(paths: Paths, work_dir: str | Path, device: Device,
     workloads, task_rows = _workloads(wl_path, stats)
     programs: dict[tuple[str, str], dict] = {}   # (task, trace) -> its lines, merged
     mismatched: list[str] = []
-    for n, tid, trace_obj, run_secs, target in _tuning_lines(rec_path, workloads, stats):
+    for n, tid, trace_obj, secs, target in _tuning_lines(rec_path, workloads, stats):
         if not _same_target(target, device.target):
             mismatched.append(f"{rec_path}:{n}: {json.dumps(target, sort_keys=True)}")
         trace = canonical_trace_json(trace_obj)
-        secs = [float(s) for s in (run_secs or [])]
         p = programs.setdefault((tid, trace), {"secs": [], "target": target})
         if secs and max(secs) < FAILED_RUN_SECS:
             p["secs"] += secs
@@ -143,7 +178,7 @@ def import_database(paths: Paths, work_dir: str | Path, device: Device,
         raise TclError(f"{rec_path} is empty: the database holds no tuning record to import")
     if not programs:
         raise TclError(f"none of the {stats.lines} lines of {rec_path} could be read (first: "
-                       f"{stats.problems[0] if stats.problems else '?'}); nothing imported")
+                       f"{(stats.skipped() or ['?'])[0]}); nothing imported")
     stats.programs = len(programs)
     stats.target_mismatches = len(mismatched)
     if mismatched and strict:
@@ -251,28 +286,63 @@ def export_database(paths: Paths, device: Device, out_dir: str | Path,
     cat.close()
     out_dir.mkdir(parents=True, exist_ok=True)
     done = Exported()
+    wl_file, rec_file = out_dir / WORKLOAD_FILE, out_dir / RECORD_FILE
     with locked(paths, "export", path_key(out_dir), what=f"export directory {out_dir}"):
         have = _existing_records(out_dir)
-        db = ms.database.JSONDatabase(path_workload=str(out_dir / WORKLOAD_FILE),
-                                      path_tuning_record=str(out_dir / RECORD_FILE),
-                                      allow_missing=True)
-        target = device.tvm_target()
+        todo = []   # (workload, the task's records the database lacks)
         for (tid,), group in frame.group_by(["task_id"], maintain_order=True):
             new = [(t, secs) for t, secs in zip(group["trace_json"], group["latencies"])
                    if (tid, t) not in have]
             done.present += len(group) - len(new)
-            if not new:
-                continue
-            mod = tvm.ir.load_json(group["workload_json"][0])
-            wl = db.commit_workload(mod)
-            args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
-            for trace_json, secs in new:
-                sch = s_tir.Schedule(mod)
-                s_tir.schedule.Trace.apply_json_to_schedule(json.loads(trace_json), sch)
-                db.commit_tuning_record(
-                    ms.database.TuningRecord(sch.trace, wl, list(secs), target, args))
-                done.written += 1
+            if new:
+                todo.append((group["workload_json"][0], new))
+        if not todo and wl_file.exists() and rec_file.exists():
+            return done
+        # MetaSchedule appends to its files and checks no write, so it appends to copies, which
+        # replace the files once every line is there (the workload file first: a record never
+        # names a workload the file lacks). A full disk leaves the database as it was.
+        with atomic_write(rec_file, "database file") as rec_tmp, \
+                atomic_write(wl_file, "database file") as wl_tmp:
+            expect = {}
+            for f, tmp in ((wl_file, wl_tmp), (rec_file, rec_tmp)):
+                if f.exists():
+                    shutil.copyfile(f, tmp)
+                expect[f] = _whole_lines(tmp) if f.exists() else 0
+            db = ms.database.JSONDatabase(path_workload=str(wl_tmp),
+                                          path_tuning_record=str(rec_tmp), allow_missing=True)
+            target = device.tvm_target()
+            for workload_json, new in todo:
+                mod = tvm.ir.load_json(workload_json)
+                expect[wl_file] += not db.has_workload(mod)
+                wl = db.commit_workload(mod)
+                args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+                for trace_json, secs in new:
+                    sch = s_tir.Schedule(mod)
+                    s_tir.schedule.Trace.apply_json_to_schedule(json.loads(trace_json), sch)
+                    db.commit_tuning_record(
+                        ms.database.TuningRecord(sch.trace, wl, list(secs), target, args))
+                    done.written += 1
+            del db
+            expect[rec_file] += done.written
+            for f, tmp in ((wl_file, wl_tmp), (rec_file, rec_tmp)):
+                got = _whole_lines(tmp)
+                if got != expect[f]:   # atomic_write says whether the disk was why
+                    raise OSError(errno.EIO, f"MetaSchedule wrote {got} of {expect[f]} whole "
+                                  "lines; the database is left as it was", str(f))
     return done
+
+
+def _whole_lines(path: Path) -> int:
+    """The JSON lines of ``path`` up to the first torn one."""
+    n = 0
+    for line in path.read_bytes().splitlines():
+        if line.strip():
+            try:
+                json.loads(line)
+            except ValueError:
+                break
+            n += 1
+    return n
 
 
 def _first_line(e: Exception) -> str:

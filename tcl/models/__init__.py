@@ -74,43 +74,62 @@ def read_kind(path: str | Path) -> str:
     return kind
 
 
-def load_model(path: str | Path) -> CostModel:
-    """Load a saved model, whatever its kind."""
-    return _model_class(read_kind(path)).load(path)
+def load_model(path: str | Path, kind: str | None = None) -> CostModel:
+    """Load a saved model, whatever its kind; with ``kind`` (a command asked for that kind,
+    e.g. ``models/<device>/<kind>.model``), a file holding another kind is refused."""
+    found = read_kind(path)
+    if kind is not None and found != kind:
+        raise TclError(f"model file {path} holds a {found!r} model, not the {kind!r} model asked "
+                       f"for (a file of another kind under its name); train {kind!r} again or "
+                       "give the file as --model FILE")
+    return _model_class(found).load(path)
 
 
-def convert_file(path: str | Path) -> str:
+def convert_file(path: str | Path, content_hash: str | None = None) -> str:
     """Rewrite a model file that the safe reader refuses (written by an older tcl) so that it
     reads back with ``weights_only=True``. This TRUSTS the file: its old format needs the full
     unpickler, which runs whatever code the file holds. The original is kept beside it as
-    ``<name>.pre-convert``. Returns what was done, in a line."""
+    ``<name>.pre-convert``. Returns what was done, in a line.
+
+    ``content_hash``: the registry's record, for a registry file. Such a file is no one's to
+    vouch for (a shared root's file may have been swapped), so the full unpickler never runs
+    on it: it is read as data (numpy values allowed) and converted only if its contents hash to
+    the record."""
     # lazy: torch costs ~3 s at import, and tcl.models loads without it
     import torch
 
-    from .checkpoint import UnsafeModelFile, write_checkpoint
+    from .checkpoint import UnsafeModelFile, read_checkpoint, write_checkpoint
 
     path = Path(path)
     if not path.is_file():
         raise TclError(f"model file {path} does not exist")
+    registered = {} if content_hash is None else {"content_hash": content_hash}
     try:
         kind = read_kind(path)      # the safe reader: a file it reads needs no conversion
     except UnsafeModelFile:
         pass
     else:
+        if registered:              # readable, but it must still be the registered model
+            _model_class("continual").load(path, **registered)
         return f"{path}: already readable without the full unpickler ({kind}); left as it is"
     try:
-        doc = torch.load(path, map_location="cpu", weights_only=False)   # trusted, see above
+        if registered:
+            doc = read_checkpoint(path, registered=True)
+        else:
+            doc = torch.load(path, map_location="cpu", weights_only=False)   # trusted, see above
+    except TclError:
+        raise
     except Exception as e:  # noqa: BLE001 - any unreadable file is a user error here
         raise TclError(f"model file {path} cannot be read even by the full unpickler: "
                        f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     kind = doc.get("kind") if isinstance(doc, dict) else None
     if not isinstance(kind, str):
         raise TclError(f"{path} is not a tcl model file: no 'kind' recorded in it")
-    cls = _model_class(kind)
+    cls = _model_class("continual" if registered else kind)
     new = path.with_name(path.name + ".converted")
     try:
         write_checkpoint(doc, new)
-        cls.load(new)                                   # it must load as its kind, safely
+        cls.load(new, **registered)                     # it must load as its kind, safely
     except TclError as e:
         new.unlink(missing_ok=True)
         raise TclError(f"model file {path} cannot be converted: {e}") from None

@@ -6,6 +6,8 @@ programs within a task (``group``); they are not comparable across tasks.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,9 +84,13 @@ class ProgramSet:
 
 
 class CostModel(ABC):
-    """fit / predict / save / load. Subclasses register a ``kind`` in ``tcl.models.MODEL_KINDS``."""
+    """fit / predict / save / load. Subclasses register a ``kind`` in ``tcl.models.MODEL_KINDS``.
+
+    ``made_for``: the device whose records it was trained on (set by ``tcl.train``), recorded
+    in the file, so a copy anywhere still says which device it ranks for."""
 
     kind: ClassVar[str]
+    made_for: str | None = None
 
     @abstractmethod
     def fit(self, train: ProgramSet, valid: ProgramSet | None = None) -> "CostModel": ...
@@ -99,3 +105,50 @@ class CostModel(ABC):
     @classmethod
     @abstractmethod
     def load(cls, path: str | Path) -> "CostModel": ...
+
+
+def content_digest(doc: dict) -> str:
+    """sha256 of a model file's contents (plain values and tensors; dict order aside) but its
+    own ``content_hash``: recorded by every save and checked by every load, so a file damaged
+    or edited since it was written is refused instead of ranking with other weights."""
+    h = hashlib.sha256()
+
+    def walk(v) -> None:
+        if isinstance(v, dict):
+            h.update(b"{")
+            for k in sorted(v, key=str):
+                walk(str(k))
+                walk(v[k])
+            h.update(b"}")
+        elif isinstance(v, (list, tuple)):
+            h.update(b"[")
+            for x in v:
+                walk(x)
+            h.update(b"]")
+        elif isinstance(v, (set, frozenset)):
+            walk(sorted(v, key=repr))
+        elif hasattr(v, "detach"):   # a tensor (torch stays unimported for the xgb kind)
+            t = v.detach().cpu().contiguous()
+            h.update(f"<{t.dtype} {tuple(t.shape)}>".encode())
+            try:
+                h.update(t.numpy().tobytes())
+            except TypeError:        # bfloat16 and the like: widened exactly to float32
+                h.update(t.float().numpy().tobytes())
+        else:
+            h.update(json.dumps(v).encode())
+
+    walk({k: v for k, v in doc.items() if k != "content_hash"})
+    return h.hexdigest()
+
+
+def check_content(doc: dict, path: Path) -> None:
+    """Refuse the model file ``path`` whose contents ``doc`` do not hash to the
+    ``content_hash`` recorded in it (a file of an older tcl records none)."""
+    recorded = doc.get("content_hash")
+    if recorded is None:
+        return
+    got = content_digest(doc)
+    if got != recorded:
+        raise TclError(f"model file {path} is damaged or was changed after it was written: its "
+                       f"contents hash to {got[:16]}, not the recorded {str(recorded)[:16]}; "
+                       "restore it from a backup or train it again")

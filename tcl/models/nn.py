@@ -464,7 +464,7 @@ class NeuralCostModel(CostModel):
 
     # -- persistence ----------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
-        write_checkpoint({"kind": self.kind, "version": self.version,
+        write_checkpoint({"kind": self.kind, "version": self.version, "device": self.made_for,
                           "config": dict(self.config), "state_dict": self.net.state_dict()}, path)
 
     @classmethod
@@ -486,6 +486,7 @@ class NeuralCostModel(CostModel):
             raise TclError(f"model file {path}: its {blob['kind']!r} weights do not fit this "
                            f"architecture: {e}") from None
         model._scaled = True
+        model.made_for = blob.get("device")
         model.net.eval()
         return model
 

@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from ..config import TclError
+from ..config import TclError, atomic_write
 from ..features import FEATURE_VIEWS, feature_view
 from ..metrics import failed
 from ..tokens import TOKEN_WIDTH
-from .base import CostModel, ProgramSet
+from .base import CostModel, ProgramSet, check_content, content_digest
 
 FORMAT_VERSION = 1
 OBJECTIVES = ("reg", "rank")
@@ -233,14 +233,12 @@ class XGBModel(CostModel):
     def save(self, path: str | Path) -> None:
         if self.booster is None:
             raise TclError("xgb model is not fitted; nothing to save")
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        doc = {"kind": self.kind, "version": FORMAT_VERSION, "params": self.params,
-               "best_iteration": self.best_iteration,
+        doc = {"kind": self.kind, "version": FORMAT_VERSION, "device": self.made_for,
+               "params": self.params, "best_iteration": self.best_iteration,
                "booster_ubj": base64.b64encode(bytes(self.booster.save_raw("ubj"))).decode()}
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(doc))
-        tmp.replace(path)
+        doc["content_hash"] = content_digest(doc)
+        with atomic_write(Path(path), "model file") as tmp:
+            tmp.write_text(json.dumps(doc))
 
     @classmethod
     def load(cls, path: str | Path) -> "XGBModel":
@@ -257,6 +255,7 @@ class XGBModel(CostModel):
         if not isinstance(doc, dict) or doc.get("kind") != cls.kind:
             kind = doc.get("kind") if isinstance(doc, dict) else None
             raise TclError(f"{path} holds a model of kind {kind!r}; expected {cls.kind!r}")
+        check_content(doc, path)
         if doc.get("version") != FORMAT_VERSION:
             raise TclError(f"{path} is xgb model format version {doc.get('version')!r}; this "
                            f"tcl reads version {FORMAT_VERSION}: retrain or re-save it")
@@ -278,4 +277,5 @@ class XGBModel(CostModel):
             raise TclError(f"{path}: its booster is not an XGBoost UBJSON model: "
                            f"{str(e).splitlines()[0]}") from None
         model.best_iteration = doc["best_iteration"]
+        model.made_for = doc.get("device")
         return model

@@ -7,7 +7,9 @@ naming the key, e.g. ``params.yaml: train.models[1]: unknown model kind 'foo' (k
 """
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -321,10 +323,7 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     continual = _continual_params(r, top["continual"], known_devices,
                                   devices + select.devices, train)
     a = r.section(top["add_device"], "add_device", ("eval_programs_per_task", "refresh_cron"))
-    cron = a["refresh_cron"]
-    if not isinstance(cron, str) or len(cron.split()) != 5:
-        raise r.fail("add_device.refresh_cron", f"expected a cron line of 5 fields such as "
-                                                f"'0 3 * * *', got {_show(cron)}")
+    cron = _cron(r, a["refresh_cron"], "add_device.refresh_cron")
     add_device = AddDeviceParams(
         r.integer(a["eval_programs_per_task"], "add_device.eval_programs_per_task", 1,
                   maximum=MAX_PROGRAMS_PER_TASK), cron)
@@ -334,6 +333,32 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     if check_models:
         check_model_params(params, r)
     return params
+
+
+def _cron(r: _Reader, cron: Any, key: str) -> str:
+    """A cron line of 5 fields that Prefect takes, by Prefect's own rule (its
+    ``validate_cron_string``: its croniter, no random or hashed fields), so a line `tcl params`
+    passes is one `tcl serve` serves."""
+    expected = "expected a cron line of 5 fields such as '0 3 * * *'"
+    if not isinstance(cron, str) or len(cron.split()) != 5:
+        raise r.fail(key, f"{expected}, got {_show(cron)}")
+    if not _prefect_croniter().is_valid(cron) or \
+            any(f.casefold() in ("r", "h") for f in cron.split()):
+        raise r.fail(key, f"{expected}, got {cron!r}, which Prefect refuses")
+    return cron
+
+
+@lru_cache(maxsize=1)
+def _prefect_croniter():
+    """Prefect's croniter (``prefect._vendor.croniter``), loaded from its file: importing any
+    module of prefect would fix Prefect's settings before ``tcl.pipeline.prefect_setup`` has set
+    its defaults (and costs ~1 s)."""
+    package = importlib.util.find_spec("prefect")   # finds it, imports nothing
+    path = Path(package.origin).parent / "_vendor" / "croniter" / "croniter.py"
+    spec = importlib.util.spec_from_file_location("tcl_prefect_croniter", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.croniter
 
 
 def _scale_out_params(r: _Reader, raw: Any) -> ScaleOutParams:
@@ -465,13 +490,41 @@ def load_params(path: str | Path = DEFAULT_FILE, check_models: bool = True) -> P
     text = read_text(path, "params file")
     try:
         _check_expansion(yaml.compose(text, Loader=yaml.SafeLoader), path)
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)
+    except _KeyTwice as e:
+        raise TclError(f"params file {path}: key {e.key!r} is given twice (lines {e.first} and "
+                       f"{e.second}); keep one (YAML would silently take the last)") from None
     except yaml.YAMLError as e:
         raise TclError(f"{path}: not valid YAML: {e}") from None
     except RecursionError:
         raise TclError(f"params file {path} nests its values too deeply; a params file is a "
                        "page of knobs") from None
     return parse_params(raw, path, check_models=check_models)
+
+
+class _KeyTwice(yaml.YAMLError):
+    def __init__(self, key: Any, first: int, second: int) -> None:
+        super().__init__(f"key {key!r} given twice")
+        self.key, self.first, self.second = key, first, second
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a mapping key given twice (``_KeyTwice``, with both lines);
+    plain YAML keeps the last one silently. Keys merged in by ``<<`` may be overridden."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key, line = self.construct_object(key_node, deep=True), key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    raise _KeyTwice(key, seen[key], line)
+                seen[key] = line
+            except TypeError:   # an unhashable key: SafeLoader's own error names it
+                continue
+        return super().construct_mapping(node, deep=deep)
 
 
 def _check_expansion(root: yaml.Node | None, path: Path) -> None:

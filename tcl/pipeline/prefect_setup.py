@@ -32,14 +32,14 @@ def prefect_defaults() -> None:
     # so 2 retries (6 s: a restart blip) and a clear error serve better.
     os.environ.setdefault("PREFECT_CLIENT_MAX_RETRIES", "2")
     if "PREFECT_HOME" not in os.environ:
-        home = Paths.default().prefect_home
         try:
+            home = Paths.default().prefect_home
             home.mkdir(parents=True, exist_ok=True)
             ignore = home / ".gitignore"
             if not ignore.exists():
                 ignore.write_text("# Prefect's local state (ephemeral API database, logs)\n*\n")
-        except OSError:   # no writable data root here: Prefect's own default (~/.prefect)
-            return
+        except (OSError, TclError):   # no writable data root here (or an empty TCL_DATA, which
+            return                    # the command refuses itself): Prefect's own ~/.prefect
         os.environ["PREFECT_HOME"] = str(home)
 
 

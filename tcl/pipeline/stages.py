@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ..config import TclError
+from ..config import TclError, write_json
 from ..features import featurize
 from ..measure.active import Selection, select_and_measure
 from ..measure.collect import CollectStats, collect
@@ -190,8 +190,9 @@ def run_select(params: Params, device: str, progress: bool = True):
     if device not in sel.devices:
         raise TclError(f"device {device!r} is not in {params.source.name}'s select.devices "
                        f"({', '.join(sel.devices) or 'none'})")
-    f = params.paths.model_file(*sel.teacher.split("/", 1))   # "<device>/<kind>", validated
-    model = load_model(f) if f.exists() else None
+    teacher_device, kind = sel.teacher.split("/", 1)   # "<device>/<kind>", validated
+    f = params.paths.model_file(teacher_device, kind)
+    model = load_model(f, kind=kind) if f.exists() else None
     selection = Selection(sel.sampler, sel.budget, sel.rounds, sel.options, seed=sel.seed)
     return select_and_measure(params.paths, DeviceRegistry(params.paths).get(device),
                               selected_tasks(params), params.sample.programs_per_task,
@@ -218,10 +219,8 @@ def run_distill(params: Params, device: str | None = None, method: str | None = 
                       **{k: v for k, v in e.metrics.items()
                          if k in ("new", "forgetting", "parameters")}}
         out = params.paths.continual_report(d)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(reports[d], indent=2, sort_keys=True, default=str) + "\n")
-        params.paths.continual_metrics(d).write_text(
-            json.dumps(_headline(reports[d]), indent=2, sort_keys=True) + "\n")
+        write_json(out, reports[d], "continual report")
+        write_json(params.paths.continual_metrics(d), _headline(reports[d]), "continual report")
         _say(f"distill {d}: report in {out}")
     return reports
 

@@ -83,8 +83,9 @@ def reduce(chunks: Chunks, task: np.ndarray, dim: int, seed: int) -> np.ndarray:
     if width <= dim or n < 2:   # (one program: its centred row is zero)
         comps, mean = np.eye(width)[:dim], np.zeros(width)
     else:
+        # sklearn takes seeds below 2**32; a later round's seed is the run's + its index
         pca = PCA(n_components=min(dim, len(fit)), svd_solver="randomized",
-                  random_state=seed).fit(fit)
+                  random_state=seed % 2**32).fit(fit)
         comps, mean = pca.components_, pca.mean_
     comps32, shift = comps.T.astype(np.float32), ((means + mean) @ comps.T).astype(np.float32)
     z = np.empty((n, comps.shape[0]), np.float32)

@@ -49,7 +49,9 @@ def pick_typical(z: np.ndarray, taken: np.ndarray, q: int, neighbours: int,
     else:
         with warnings.catch_warnings():   # duplicates: fewer distinct clusters than asked
             warnings.simplefilter("ignore")
-            label = KMeans(c, n_init=1, random_state=seed).fit_predict(z.astype(np.float64))
+            # sklearn takes seeds below 2**32; a later round's seed is the run's + its index
+            label = KMeans(c, n_init=1, random_state=seed % 2**32).fit_predict(
+                z.astype(np.float64))
     typ = np.zeros(len(z))
     for g in np.unique(label):
         members = np.flatnonzero(label == g)

@@ -36,7 +36,8 @@ import pyarrow.parquet as pq
 from ..config import Paths, TclError
 from .devices import DeviceRegistry
 from .records import RECORD_SCHEMA, STATUSES, RecordStore, warn_once
-from .schemas import CANDIDATE_SCHEMA, NETWORK_SCHEMA, TASK_SCHEMA
+from .schemas import (CANDIDATE_SCHEMA, IMPORTED_TASKS_FIX, NETWORK_SCHEMA, TASK_SCHEMA,
+                      ZOO_FIX, foreign_file)
 from .selections import SELECTION_SCHEMA, SelectionStore
 
 _DUCK_TYPES = {pl.Utf8: "VARCHAR", pl.Float64: "DOUBLE", pl.List(pl.Float64): "DOUBLE[]",
@@ -144,10 +145,13 @@ class Catalog:
         self.inputs.append(sql)
         self.con.execute(sql)
 
-    def _parquet_view(self, name: str, files: list[Path]) -> bool:
-        good, bad, schema = _footer_ok(files)
-        self._report(bad)
-        return self._view_over(name, good, schema)
+    def _parquet_view(self, name: str, files: list[Path], schema: dict, what: str) -> bool:
+        """View ``name`` over ``files`` (each a ``what``, e.g. "candidates file"): one that does
+        not read, or of another schema than ``schema``, is named and skipped."""
+        foreign = {f: why for f in files if (why := foreign_file(f, schema, what))}
+        good, bad, unified = _footer_ok([f for f in files if f not in foreign])
+        self._report(list(foreign.values()) + bad)
+        return self._view_over(name, good, unified)
 
     def _view_over(self, name: str, good: list[Path], schema: pa.Schema | None) -> bool:
         """View ``name`` over the usable Parquet files ``good`` (False when there are none)."""
@@ -179,16 +183,24 @@ class Catalog:
                          row_number() OVER (PARTITION BY record_id ORDER BY measured_at) AS rn
                   FROM {view}_raw) WHERE rn = 1""")
         cands = sorted(p.candidates_dir.glob("task=*.parquet")) if p.candidates_dir.exists() else []
-        if not self._parquet_view("programs", cands):
+        if not self._parquet_view("programs", cands, CANDIDATE_SCHEMA, "candidates file"):
             self._execute(f"CREATE OR REPLACE VIEW programs AS {_empty_select(CANDIDATE_SCHEMA)}")
-        if not self._parquet_view("selections", SelectionStore(p).files()):
+        if not self._parquet_view("selections", SelectionStore(p).files(), SELECTION_SCHEMA,
+                                  "selection file"):
             self._execute(
                 f"CREATE OR REPLACE VIEW selections AS {_empty_select(SELECTION_SCHEMA)}")
         # Without a zoo (a data root of imported logs only) the views are empty, not missing
         # columns, so queries that join on network_key still bind.
-        for name, files, schema in (("tasks", [p.tasks_file, p.imported_tasks_file], TASK_SCHEMA),
-                                    ("networks", [p.networks_file], NETWORK_SCHEMA)):
-            if not self._parquet_view(name, [f for f in files if f.exists()]):
+        for name, files, schema in (
+                ("tasks", [(p.tasks_file, "zoo tasks file", ZOO_FIX),
+                           (p.imported_tasks_file, "imported tasks file", IMPORTED_TASKS_FIX)],
+                 TASK_SCHEMA),
+                ("networks", [(p.networks_file, "zoo networks file", ZOO_FIX)], NETWORK_SCHEMA)):
+            for f, what, fix in files:   # tables every reader needs whole: an error
+                if f.exists() and (why := foreign_file(f, schema, what)):
+                    raise TclError(f"{why}; {fix}")
+            if not self._parquet_view(name, [f for f, _, _ in files if f.exists()], schema,
+                                      files[0][1]):
                 self._execute(f"CREATE OR REPLACE VIEW {name} AS {_empty_select(schema)}")
         devices = [{"device": d.name, "target": json.dumps(d.target, sort_keys=True),
                     "remote": d.is_remote, "host_cpu": d.host_cpu, "description": d.description}

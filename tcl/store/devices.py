@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from ..config import Paths, TclError
+from ..config import Paths, TclError, check_name
 from .jsonfile import JsonRegistry
 from .locks import locked
 from .records import RecordStore, now_utc
@@ -53,6 +53,11 @@ class Device:
     # CPU flags the host needs to run this profile's code (checked for local devices).
     requires_flags: tuple[str, ...] = ()
     description: str = ""
+
+    def __post_init__(self) -> None:
+        # the one edge of every device (added, read from devices.json, built in): its name
+        # becomes record paths and rows, so an older tcl's non-ASCII name is refused here too
+        check_name(self.name, "device name")
 
     @property
     def is_remote(self) -> bool:
@@ -265,10 +270,8 @@ class DeviceRegistry:
                 target = json.loads(target)
             except ValueError as e:
                 raise TclError(f"invalid target {target!r}: not JSON ({e})") from None
-        if not isinstance(name, str) or not name or len(name) > 64 or \
-                not name.replace("-", "").replace("_", "").isalnum() or not name[0].isalnum():
-            raise TclError(f"invalid device name {name!r}: use up to 64 letters, digits, '-' "
-                           "and '_', starting with a letter or digit")
+        # its name is checked first (Device's edge), before TVM is asked about the target
+        device = Device(name, target, measure or MeasureSettings(), rpc_key, tracker)
         if name in BUILTIN_DEVICES:
             raise TclError(f"device {name!r} is a built-in profile; choose another name")
         if (rpc_key is None) != (tracker is None):
@@ -279,7 +282,6 @@ class DeviceRegistry:
                 raise TclError(f"invalid tracker {tracker!r}: expected HOST:PORT with a port "
                                "in 1..65535")
         make_target(target)  # validate
-        device = Device(name, target, measure or MeasureSettings(), rpc_key, tracker)
         if check is not None:
             check(device)
         if dry_run:

@@ -8,16 +8,15 @@ caller holds the registry's lock (``tcl.store.locks``) around read-modify-write.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from ..config import TclError, read_text
+from ..config import TclError, atomic_write, read_text
 
 T = TypeVar("T")
 
 # What a malformed entry raises while an entry is parsed (a missing key, a wrong type).
-BAD_ENTRY = (ValueError, TypeError, KeyError, AttributeError, TclError)
+BAD_ENTRY = (ValueError, TypeError, KeyError, AttributeError)
 
 
 class JsonRegistry:
@@ -43,6 +42,9 @@ class JsonRegistry:
             return raw
         try:
             return parse(raw)
+        except TclError as e:   # an entry a rule refuses (e.g. an older tcl's non-ASCII name)
+            raise TclError(f"{self.what} {self.path} holds an entry tcl refuses ({e}); rename "
+                           "or remove that entry") from None
         except BAD_ENTRY as e:
             raise self.invalid(e) from None
 
@@ -52,10 +54,5 @@ class JsonRegistry:
 
     def write(self, data: dict[str, Any]) -> None:
         """Replace the registry with ``data``, atomically."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        try:
+        with atomic_write(self.path, self.what) as tmp:
             tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-            os.replace(tmp, self.path)
-        finally:
-            tmp.unlink(missing_ok=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import sys
 import time
 import uuid
@@ -21,7 +20,8 @@ from typing import Callable, Iterable
 import polars as pl
 import pyarrow.parquet as pq
 
-from ..config import Paths, TclError
+from ..config import Paths, TclError, atomic_write, check_name
+from .schemas import file_schema_problem, foreign_file
 
 RECORD_SCHEMA: dict[str, pl.DataType] = {
     "record_id": pl.Utf8,
@@ -66,30 +66,22 @@ def record_id(device_identity: str, task_id: str, trace_json: str) -> str:
     return content_hash(device_identity, task_id, trace_json)
 
 
-def write_parquet_atomic(frame: pl.DataFrame, path: Path) -> Path:
-    """Write ``frame`` to ``path`` through a temporary file and a rename (fsynced)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".tmp-{uuid.uuid4().hex}-{path.name}"
-    try:
+def write_parquet_atomic(frame: pl.DataFrame, path: Path, what: str = "Parquet file") -> Path:
+    """Write ``frame`` to ``path`` through a temporary file and a rename (fsynced,
+    ``tcl.config.atomic_write``: a full disk is a TclError naming ``path``, the ``what``)."""
+    with atomic_write(path, what) as tmp:
         frame.write_parquet(tmp, compression="zstd")
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
     return path
 
 
-def read_parquet(path: Path, what: str, fix: str,
-                 columns: list[str] | None = None) -> pl.DataFrame:
-    """``path`` read whole (or its ``columns``); a file that is not readable Parquet is a
-    TclError naming it as ``what`` (e.g. "zoo tasks file") and saying how to ``fix`` it."""
+def read_parquet(path: Path, what: str, fix: str, columns: list[str] | None = None,
+                 schema: dict[str, pl.DataType] | None = None) -> pl.DataFrame:
+    """``path`` read whole (or its ``columns``); a file that is not readable Parquet, or (with
+    ``schema``) not of that schema, is a TclError naming it as ``what`` (e.g. "zoo tasks file")
+    and saying how to ``fix`` it."""
+    foreign = foreign_file(path, schema, what) if schema is not None else None
+    if foreign:
+        raise TclError(f"{foreign}; {fix}")
     try:
         return pl.read_parquet(path, columns=columns)
     except Exception as e:  # polars/pyarrow raise several types for a bad footer or page
@@ -106,35 +98,21 @@ class CorruptFile:
         return f"unusable record file {self.path}: {self.reason}"
 
 
-_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-
-
 def safe_component(name: str, what: str) -> str:
     """``name`` if it can be one path component under the data root, else a TclError: a device
-    name or task id never walks out of the store (``..``, ``/``, empty)."""
-    if not isinstance(name, str) or not _SAFE_NAME.fullmatch(name) or ".." in name:
-        raise TclError(f"invalid {what} {name!r}: expected letters, digits, '.', '-' and '_' "
-                       "(no path separators)")
-    return name
+    name or task id never walks out of the store (``..``, ``/``, empty). The rule is the one
+    for every name (``tcl.config.check_name``)."""
+    return check_name(name, what)
 
 
 def check_record_file(path: Path) -> str | None:
     """Why the record file ``path`` cannot be used (None when it can): an unreadable footer, a
     foreign schema (columns or types other than RECORD_SCHEMA), data pages that do not decode,
-    or values no writer of tcl produces. Every reader of the store goes through this."""
-    try:
-        schema = pl.read_parquet_schema(path)
-    except Exception as e:  # pyarrow/polars raise several types for a bad footer
-        return f"not a readable Parquet file ({_first_line(e)})"
-    missing = [c for c in RECORD_SCHEMA if c not in schema]
-    extra = [c for c in schema if c not in RECORD_SCHEMA]
-    wrong = [f"{c} is {schema[c]}, expected {t}" for c, t in RECORD_SCHEMA.items()
-             if c in schema and schema[c] != t]
-    if missing or extra or wrong:
-        short = lambda cols: ", ".join(cols[:4]) + (", ..." if len(cols) > 4 else "")  # noqa: E731
-        parts = ([f"missing columns {short(missing)}"] if missing else []) + \
-                ([f"unknown columns {short(extra)}"] if extra else []) + wrong
-        return "foreign schema: " + "; ".join(parts[:3])
+    values no writer of tcl produces, or rows of another device or task than its folder's.
+    Every reader of the store goes through this."""
+    problem = file_schema_problem(path, RECORD_SCHEMA)
+    if problem:
+        return problem
     try:
         frame = pl.read_parquet(path)  # every column: corruption may sit in any page
     except Exception as e:
@@ -144,6 +122,14 @@ def check_record_file(path: Path) -> str | None:
     bad = frame.filter(~pl.col("status").is_in(STATUSES))
     if len(bad):
         return f"status {bad['status'][0]!r} is not one of {STATUSES}"
+    # The folder names the device and task every reader files the rows under (`tcl status`
+    # counts by folder, queries by column): rows of another are some other store's file.
+    for column, part in (("device", path.parent.parent.name), ("task_id", path.parent.name)):
+        key, _, value = part.partition("=")
+        other = frame.filter(pl.col(column).ne_missing(value))[column] \
+            if key in ("device", "task") else []
+        if len(other):
+            return f"its rows name {column} {other[0]!r}, not its folder's {value!r}"
     return None
 
 
@@ -151,6 +137,10 @@ def _first_line(e: Exception) -> str:
     text = str(e).strip()
     return text.splitlines()[0][:200] if text else type(e).__name__
 
+
+# The version of check_record_file's rules: verdicts cached under other rules are checked
+# again (2: a file's rows must name its folder's device and task).
+_RULES = 2
 
 _warned: set[str] = set()
 
@@ -195,7 +185,8 @@ class RecordStore:
         stamp = time.strftime("%Y%m%dT%H%M%S")
         for (device, task_id), part in frame.group_by(["device", "task_id"], maintain_order=True):
             name = f"part-{stamp}-{uuid.uuid4().hex[:8]}.parquet"
-            written.append(write_parquet_atomic(part, self.partition(device, task_id) / name))
+            written.append(write_parquet_atomic(part, self.partition(device, task_id) / name,
+                                                "record file"))
         return written
 
     def files(self, device: str | None = None) -> list[Path]:
@@ -247,19 +238,16 @@ class RecordStore:
         if self._checked is None:
             try:
                 self._checked = json.loads(self._cache_file.read_text())
-                assert isinstance(self._checked, dict)
-            except (OSError, ValueError, AssertionError):  # none yet, or damaged: check again
-                self._checked = {}
+                assert isinstance(self._checked, dict) and self._checked.get("rules") == _RULES
+            except (OSError, ValueError, AssertionError):  # none yet, damaged, or older rules
+                self._checked = {"rules": _RULES}
         return self._checked
 
     def _save_cache(self, cache: dict[str, list]) -> None:
-        f = self._cache_file
         try:
-            f.parent.mkdir(parents=True, exist_ok=True)
-            tmp = f.with_name(f".tmp-{uuid.uuid4().hex}-{f.name}")
-            tmp.write_text(json.dumps(cache))
-            os.replace(tmp, f)
-        except OSError:  # a read-only or full disk: the cache is only a speed-up
+            with atomic_write(self._cache_file, "record file check cache") as tmp:
+                tmp.write_text(json.dumps(cache))
+        except (OSError, TclError):  # a read-only or full disk: the cache is only a speed-up
             pass
 
     def read(self, device: str | None = None, task_id: str | None = None,

@@ -57,4 +57,4 @@ class SelectionStore:
             "program_id": program_ids, "task_id": task_ids,
             "sampler": [sampler] * len(program_ids), "model": [model] * len(program_ids),
             "selected_at": [now] * len(program_ids)}, schema=SELECTION_SCHEMA)
-        return write_parquet_atomic(frame, f)
+        return write_parquet_atomic(frame, f, "selection file")

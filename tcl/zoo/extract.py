@@ -15,7 +15,7 @@ import polars as pl
 from ..config import Paths, TclError
 from ..store.locks import locked
 from ..store.records import read_parquet, task_id_of, write_parquet_atomic
-from ..store.schemas import NETWORK_SCHEMA, TASK_SCHEMA
+from ..store.schemas import NETWORK_SCHEMA, TASK_SCHEMA, ZOO_FIX
 from ..tvm_compat import meta_schedule
 
 if TYPE_CHECKING:   # the networks import torch: see build_zoo
@@ -157,23 +157,20 @@ def _global_pool(anchor) -> bool:
 # The zoo tables
 
 
-# The two tables are written together: a corrupt one is rebuilt with the other.
-_REBUILD = "move zoo/tasks.parquet and zoo/networks.parquet away and run `tcl zoo` to extract " \
-           "them again"
-
-
 def load_tasks(paths: Paths) -> pl.DataFrame:
     """``zoo/tasks.parquet`` (empty with the right schema when the zoo was not built yet)."""
     f = paths.tasks_file
-    return read_parquet(f, "zoo tasks file", _REBUILD) if f.exists() else \
-        pl.DataFrame(schema=TASK_SCHEMA)
+    if not f.exists():
+        return pl.DataFrame(schema=TASK_SCHEMA)
+    return read_parquet(f, "zoo tasks file", ZOO_FIX, schema=TASK_SCHEMA)
 
 
 def load_networks(paths: Paths) -> pl.DataFrame:
     """``zoo/networks.parquet`` (empty with the right schema when the zoo was not built yet)."""
     f = paths.networks_file
-    return read_parquet(f, "zoo networks file", _REBUILD) if f.exists() else \
-        pl.DataFrame(schema=NETWORK_SCHEMA)
+    if not f.exists():
+        return pl.DataFrame(schema=NETWORK_SCHEMA)
+    return read_parquet(f, "zoo networks file", ZOO_FIX, schema=NETWORK_SCHEMA)
 
 
 def build_zoo(paths: Paths, networks: list[str] | None = None,
@@ -212,8 +209,8 @@ def _extend_zoo(paths: Paths, todo: list[NetworkInstance]) -> tuple[pl.DataFrame
             [{"network": inst.network, "batch": inst.batch, "input_shape": inst.input_shape,
               "network_key": inst.key, "task_id": r["task_id"], "weight": r["weight"],
               "holdout": inst.holdout} for r in rows], schema=NETWORK_SCHEMA)])
-        write_parquet_atomic(tasks, paths.tasks_file)
-        write_parquet_atomic(nets, paths.networks_file)
+        write_parquet_atomic(tasks, paths.tasks_file, "zoo tasks file")
+        write_parquet_atomic(nets, paths.networks_file, "zoo networks file")
         print(f"zoo [{n}/{len(todo)}] {inst.key}: {len(rows)} tasks ({len(new)} new), "
               f"{time.perf_counter() - start:.1f}s; {len(tasks)} unique tasks", flush=True)
     return tasks, nets

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..config import Paths, TclError
+from ..config import Paths, TclError, check_name
 from ..store.jsonfile import JsonRegistry
 from ..store.locks import locked
 from . import DEFAULT_FACTORY_TIMEOUT_S
@@ -28,7 +28,9 @@ from .extract import build_zoo
 from .networks import NETWORKS, NetworkInstance
 
 DTYPES = ("float32", "float16", "int64", "int32")
-_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+# Narrower than the name rule (tcl.config.check_name): an instance key joins the name to its
+# input shapes with '-', and a name with '-' could be another network's key.
+_NETWORK_NAME = re.compile(r"[a-z][a-z0-9_]*")
 _SHAPE = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*)*$")
 
 
@@ -184,16 +186,16 @@ class UserNetworks:
 
     def all(self) -> dict[str, UserNetwork]:
         return self._file().read(lambda raw: {
-            n: UserNetwork(n, d["model"], tuple(d["inputs"]), bool(d.get("holdout", False)),
-                           self.factory_timeout_s) for n, d in raw.items()})
+            check_network_name(n): UserNetwork(n, d["model"], tuple(d["inputs"]),
+                                               bool(d.get("holdout", False)),
+                                               self.factory_timeout_s)
+            for n, d in raw.items()})
 
     def add(self, name: str, model_ref: str, inputs: list[str],
             holdout: bool = False) -> tuple[NetworkInstance, bool]:
         """Add ``name`` at ``inputs`` (extracting its tasks into the zoo); returns the instance
         and whether it was new. The same variant again is a no-op."""
-        if not _NAME.match(name or ""):
-            raise TclError(f"invalid network name {name!r}: use up to 64 lower-case letters, "
-                           "digits and '_', starting with a letter")
+        check_network_name(name)
         if name in NETWORKS:
             raise TclError(f"{name!r} is a built-in network of the zoo; choose another name")
         canonical = parse_inputs(inputs)
@@ -217,6 +219,15 @@ class UserNetworks:
             users[name] = net
             self._file().write({n: u.to_json() for n, u in users.items()})
         return inst, True
+
+
+def check_network_name(name: str) -> str:
+    """``name`` if it can name a user network: the name rule, then lower case and '_' only."""
+    check_name(name, "network name")
+    if not _NETWORK_NAME.fullmatch(name):
+        raise TclError(f"invalid network name {name!r}: use lower-case letters, digits and '_', "
+                       "starting with a letter")
+    return name
 
 
 def check_fits(inst: NetworkInstance) -> None:
