@@ -120,3 +120,38 @@ def test_a_name_an_older_tcl_registered_is_named_by_every_command(tmp_path, caps
         assert code == 2 and len(lines) == 1, (argv, err)
         assert "devices.json" in lines[0] and "'\u0441\u0440u-avx2'" in lines[0], lines[0]
         assert "ASCII" in lines[0] and "internal error" not in lines[0], lines[0]
+
+
+def test_this_host_is_a_device_at_its_native_isa_in_one_command(paths, capsys):
+    """`tcl device add --this-host`: the target is LLVM's name for this CPU at --cores, the name
+    <cpu>-<cores>c unless given (or the registered device that is exactly that target); a name
+    another host kind measured is refused; `tcl device list` names the hosts that measured."""
+    from test_store import rows
+
+    from tcl.cli import main
+    from tcl.hosts import native_cpu
+    from tcl.store.records import RecordStore
+
+    def tcl(*args: str) -> tuple[int, str]:
+        code = main(["--data", str(paths.root), "device", *args])
+        out = capsys.readouterr()
+        return code, out.out + out.err
+
+    cpu = native_cpu()
+    assert cpu and cpu != "generic"
+    code, out = tcl("add", "--this-host", "--no-run")
+    assert code == 0 and f"added device {cpu}-1c" in out, out
+    assert DeviceRegistry(paths).get(f"{cpu}-1c").target == {"kind": "llvm", "mcpu": cpu,
+                                                             "num-cores": 1}
+    code, out = tcl("add", "--this-host", "--no-run")      # the same target: that device
+    assert code == 0 and f"device {cpu}-1c is already registered" in out
+    # a device whose records another host kind measured is not this host's to measure
+    xeon = "Intel(R) Xeon(R) (GenuineIntel family 6 model 167 stepping 1; avx512f amx_tile)"
+    RecordStore(paths).append([dict(r, host_cpu=xeon) for r in rows(device="xeon-1c")])
+    code, out = tcl("add", "xeon-1c", "--this-host", "--no-run")
+    assert code == 2 and "measured on another host kind (family 6 model 167)" in out, out
+    assert "xeon-1c" not in DeviceRegistry(paths).all()
+    code, out = tcl("add", "--this-host", "--target", '{"kind": "llvm"}', "--no-run")
+    assert code == 2 and "one of them" in out
+    code, out = tcl("list")
+    assert code == 0 and f"{cpu}-1c" in out and "nothing measured yet" in out

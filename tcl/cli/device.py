@@ -10,7 +10,8 @@ from pathlib import Path
 import psutil
 
 from ..config import TclError
-from ..store.devices import DeviceRegistry, MeasureSettings, check_runnable
+from ..hosts import check_this_host_may_measure, host_kind, measured_hosts, native_target
+from ..store.devices import DeviceRegistry, MeasureSettings, check_runnable, host_identity
 from ..pipeline.events import check_served_params, emit_device_added, server_configured
 from ..measure.runner import wait_for_tracker
 from ..pipeline.params import load_params
@@ -20,6 +21,7 @@ from .common import Parser, _paths, float_in, int_in
 def cmd_device(args) -> int:
     reg = DeviceRegistry(_paths(args))
     if args.action == "add":
+        _name_and_target(args, reg)
         measure = MeasureSettings(number=args.number, repeat=args.repeat,
                                   min_repeat_ms=args.min_repeat_ms, timeout_sec=args.timeout)
         if args.dry_run:
@@ -39,14 +41,40 @@ def cmd_device(args) -> int:
         if args.run:
             return _trigger_add_device(args, params)
         return 0
+    measured = measured_hosts(reg.paths)
+    here = host_identity()
     for d in reg.all().values():
         try:
             check_runnable(d)
             ok = "runs here" if not d.is_remote else f"remote via {d.tracker}"
         except TclError as e:
             ok = f"NOT runnable here: {e}"
-        print(f"{d.name:<14} {json.dumps(d.target):<60} {ok}")
+        hosts = sorted(measured.get(d.name, ()))
+        on = ", ".join(("this host kind" if h == here else host_kind(h)) for h in hosts)
+        print(f"{d.name:<14} {json.dumps(d.target):<60} {ok}"
+              + (f"; measured on {on}" if on else "; nothing measured yet"))
     return 0
+
+
+def _name_and_target(args, reg: DeviceRegistry) -> None:
+    """--target with a name, or --this-host: this host's native target at --cores, named
+    <llvm cpu>-<cores>c unless named, or the registered device that is already exactly that."""
+    if args.this_host == (args.target is not None):
+        raise TclError("give --target (with a name) or --this-host, one of them")
+    if not args.this_host:
+        if args.name is None:
+            raise TclError("name the device: tcl device add NAME --target JSON")
+        return
+    if args.rpc_key or args.tracker:
+        raise TclError("--this-host is this machine: it takes no --rpc-key or --tracker")
+    target = native_target(args.cores)
+    same = [d.name for d in reg.all().values() if d.target == target and not d.is_remote]
+    args.target = json.dumps(target)
+    if args.name is None:
+        args.name = same[0] if same else f"{target['mcpu']}-{args.cores}c"
+    check_this_host_may_measure(reg.paths, args.name)
+    print(f"this host: {host_kind(host_identity())}, LLVM cpu {target['mcpu']}: device "
+          f"{args.name} = {args.target}")
 
 
 def _tracker_check(args):
@@ -132,8 +160,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     dsub = d.add_subparsers(dest="action", required=True, parser_class=Parser)
     dsub.add_parser("list", help="built-in profiles and your devices")
     add = dsub.add_parser("add", help="register a device")
-    add.add_argument("name")
-    add.add_argument("--target", required=True, help='TVM target as JSON, e.g. {"kind": "llvm"}')
+    add.add_argument("name", nargs="?",
+                     help="the device's name (with --this-host: default <llvm cpu>-<cores>c)")
+    add.add_argument("--target", help='TVM target as JSON, e.g. {"kind": "llvm"}')
+    add.add_argument("--this-host", action="store_true",
+                     help="this host at its native ISA: the target from LLVM's name for this "
+                          "CPU (mcpu) and --cores; refused for a name another host kind measured")
+    add.add_argument("--cores", type=int_in(1, 1024), default=1,
+                     help="with --this-host: threads the device may use (default 1: one "
+                          "measuring lane per core)")
     add.add_argument("--rpc-key")
     add.add_argument("--tracker", help="HOST:PORT of a TVM RPC tracker")
     ranges = MeasureSettings.RANGES   # the settings' own ranges, which a registry file meets too
