@@ -14,7 +14,7 @@ import pytest
 
 from conftest import matmul_task, te_task, write_tasks
 from tcl.config import TclError
-from tcl.store.devices import BUILTIN_DEVICES, MeasureSettings
+from tcl.store.devices import BUILTIN_DEVICES, Device, MeasureSettings
 from tcl.features import featurize, load_features
 from tcl.tokens import TOKEN_WIDTH
 from tcl.measure.collect import collect, plan
@@ -122,6 +122,15 @@ def test_export_loads_in_metaschedule_and_import_is_idempotent(collected, tmp_pa
     assert export_database(paths, DEVICE, out).written == 6  # every ok record
     again = export_database(paths, DEVICE, out)  # the same directory again: nothing twice
     assert again.written == 0 and again.present == 6
+    # the manifest says what the database holds, for a reader without tcl
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["device"] == DEVICE.name and manifest["target"] == DEVICE.target
+    assert manifest["records"] == 6 and len(manifest["hosts"]) == 1
+    assert [t["task_id"] for t in manifest["tasks"]] == [task["task_id"]]
+    assert manifest["tasks"][0]["records"] == 6 and manifest["tasks"][0]["op_class"]
+    other = Device("another", {"kind": "llvm", "num-cores": 1})
+    with pytest.raises(TclError, match="export 'another' into a directory of its own"):
+        export_database(paths, other, out)
     ms = meta_schedule()
     db = ms.database.JSONDatabase(work_dir=str(out))
     mod = tvm.ir.load_json(task["workload_json"])

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ..config import Paths, TclError, atomic_write, read_text
+from ..config import Paths, TclError, atomic_write, read_text, write_json
 from ..store.catalog import Catalog
 from ..store.devices import Device
 from ..store.locks import locked, path_key
@@ -29,6 +29,7 @@ from .collect import measured_before
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
+MANIFEST_FILE = "manifest.json"   # tcl export: what the database holds (``_manifest``)
 
 
 @dataclass
@@ -279,7 +280,8 @@ def export_database(paths: Paths, device: Device, out_dir: str | Path,
     cat = Catalog(paths, in_memory=True)
     where = "" if task_ids is None else "AND r.task_id IN (SELECT unnest($tids))"
     frame = cat.con.sql(
-        f"SELECT r.task_id, r.trace_json, r.latencies, t.workload_json FROM records r "
+        f"SELECT r.task_id, r.trace_json, r.latencies, r.host_cpu, t.workload_json, t.task_name, "
+        f"t.op_class FROM records r "
         f"JOIN (SELECT DISTINCT ON (task_id) * FROM tasks) t USING (task_id) "
         f"WHERE r.device = $dev AND r.status = 'ok' {where} ORDER BY r.task_id, r.record_id",
         params={"dev": device.name, **({"tids": task_ids} if task_ids else {})}).pl()
@@ -296,7 +298,15 @@ def export_database(paths: Paths, device: Device, out_dir: str | Path,
             done.present += len(group) - len(new)
             if new:
                 todo.append((group["workload_json"][0], new))
+        manifest = _manifest(paths, device, frame)
+        if out_dir.joinpath(MANIFEST_FILE).exists():
+            other = json.loads(read_text(out_dir / MANIFEST_FILE, "export manifest"))
+            if other.get("device") != device.name:
+                raise TclError(f"{out_dir} holds device {other.get('device')!r}'s records "
+                               f"({MANIFEST_FILE}); export {device.name!r} into a directory of "
+                               "its own (a JSONDatabase is one target's)")
         if not todo and wl_file.exists() and rec_file.exists():
+            write_json(out_dir / MANIFEST_FILE, manifest, "export manifest")
             return done
         # MetaSchedule appends to its files and checks no write, so it appends to copies, which
         # replace the files once every line is there (the workload file first: a record never
@@ -329,7 +339,31 @@ def export_database(paths: Paths, device: Device, out_dir: str | Path,
                 if got != expect[f]:   # atomic_write says whether the disk was why
                     raise OSError(errno.EIO, f"MetaSchedule wrote {got} of {expect[f]} whole "
                                   "lines; the database is left as it was", str(f))
+        write_json(out_dir / MANIFEST_FILE, manifest, "export manifest")
     return done
+
+
+def _manifest(paths: Paths, device: Device, frame: pl.DataFrame) -> dict:
+    """What an exported database holds, for a reader without tcl: the device (target, the
+    hosts that measured it), and per task its name, operator class, records and the networks
+    that run it with their weights (how often a network runs the task)."""
+    import tvm
+
+    from ..zoo.extract import load_networks
+
+    nets = load_networks(paths)
+    tasks = []
+    for (tid,), group in frame.group_by(["task_id"], maintain_order=True):
+        runs = nets.filter(pl.col("task_id") == tid)
+        tasks.append({"task_id": tid, "task_name": group["task_name"][0],
+                      "op_class": group["op_class"][0], "records": len(group),
+                      "networks": [{"network": n, "weight": w} for n, w in
+                                   zip(runs["network_key"], runs["weight"].cast(pl.Float64))]})
+    return {"device": device.name, "target": device.target,
+            "hosts": sorted(set(frame["host_cpu"])), "tvm_version": tvm.__version__,
+            "exported_at": now_utc().isoformat(timespec="seconds"), "records": len(frame),
+            "files": {"workload": WORKLOAD_FILE, "tuning_records": RECORD_FILE},
+            "tasks": tasks}
 
 
 def _whole_lines(path: Path) -> int:
