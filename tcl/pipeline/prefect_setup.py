@@ -101,8 +101,8 @@ def _console_handlers() -> list[tuple[logging.Logger, logging.Handler]]:
 
 @contextmanager
 def tracebacks_to(log: Path) -> Iterator[None]:
-    """Within: every console log handler prints one line per record, no traceback, and every
-    record goes in full to ``log`` (rewritten: it holds the last run), beside it."""
+    """Within: every console log handler prints its records without their tracebacks, and
+    every record goes in full to ``log`` (rewritten: it holds the last run)."""
     import prefect.logging.configuration   # Prefect's console handlers exist once it is set up
 
     prefect.logging.configuration.setup_logging()
