@@ -109,7 +109,9 @@ def run_cli(params_file: Path, *argv: str) -> tuple[float, str]:
 
 def scores(params_file: Path, device: str, entries: dict) -> dict:
     """top-1/top-5/pairwise of each model on ``device``'s measured held-out programs."""
-    from tcl.pipeline.continual import _mean, held_out_scores
+    import math
+
+    from tcl.pipeline.continual import held_out_scores
     from tcl.pipeline.params import load_params
     from tcl.registry import ModelRegistry
 
@@ -118,8 +120,11 @@ def scores(params_file: Path, device: str, entries: dict) -> dict:
     out = {}
     for name, (entry, head) in entries.items():
         model = reg.load(entry).for_device(head)
-        out[name] = {"model": entry.id, "head": head, **_mean(held_out_scores(params, model,
-                                                                              device))}
+        mean = held_out_scores(params, model, device).filter(scope="mean").row(0, named=True)
+        out[name] = {"model": entry.id, "head": head,
+                     **{k: round(float(v), 4) for k, v in mean.items()
+                        if (k.startswith("top") or k == "pairwise") and v is not None
+                        and math.isfinite(v)}}
     return out
 
 

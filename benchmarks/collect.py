@@ -17,11 +17,25 @@ import time
 from datetime import date
 from pathlib import Path
 
-from tcl.cli import _zoo_tasks
+import polars as pl
+
 from tcl.config import Paths
 from tcl.store.devices import DeviceRegistry, host_cpu_model
 from tcl.measure.builder import local_builder
 from tcl.measure.collect import collect
+
+
+def zoo_tasks(zoo: Paths, networks: list[str], split: str, max_tasks: int) -> pl.DataFrame:
+    """The networks' tasks (extracted into the zoo first where needed), heaviest first, at most
+    ``max_tasks`` per split, as ``tcl collect --networks`` selects them."""
+    from tcl.zoo.extract import build_zoo, select_tasks
+    from tcl.zoo.networks import zoo_instances
+    from tcl.zoo.user import user_networks
+
+    instances = zoo_instances(networks, user=user_networks(zoo))
+    build_zoo(zoo, instances=instances)
+    tasks = select_tasks(zoo, [i.key for i in instances], max_tasks, max_tasks)
+    return tasks if split == "all" else tasks.filter(pl.col("holdout") == (split == "holdout"))
 
 
 def run(zoo: Paths, device_name: str, tasks, n: int, batch: int, stock: bool):
@@ -53,7 +67,7 @@ def main() -> None:
     ap.add_argument("--skip-stock", action="store_true")
     args = ap.parse_args()
     zoo = Paths(Path(args.data).resolve())
-    tasks = _zoo_tasks(zoo, args.networks, args.split, args.max_tasks)
+    tasks = zoo_tasks(zoo, args.networks, args.split, args.max_tasks)
     missing = [t for t in tasks["task_id"] if not zoo.candidates_file(t).exists()]
     if missing:  # never add candidates to the reference data: sample into a scratch root
         raise SystemExit(f"{len(missing)} selected tasks have no candidates in {zoo.root}; "

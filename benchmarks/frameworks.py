@@ -2,7 +2,7 @@
 ``torch.compile`` (inductor) and onnxruntime, on the same cores and thread count as the profile.
 
 Each (network, device) runs in a fresh process pinned to the profile's cores, as ``tcl tune``
-times its compiled network (``tcl.measure.runner._pin_worker``). Latency: the median of
+times its compiled network (``tcl.measure.runner.pin_worker``). Latency: the median of
 ``--repeat`` runs after warm-up (torch.compile's compile time is reported apart). onnxruntime is
 used when it is installed (``pip install -e ".[baselines]"``) and skipped, with a note, when not.
 With ``--tuning`` the table adds tcl's tuned latency from ``benchmarks/tuning.py``'s results.
@@ -75,7 +75,7 @@ def measure(network: str, batch: int, size, threads: int, repeat: int,
 
 def run(args) -> None:
     from tcl.store.devices import DeviceRegistry, check_runnable, host_identity
-    from tcl.measure.runner import _pin_worker
+    from tcl.measure.runner import pin_worker
     from tcl.tune import resolve_instance
 
     paths, results = Paths(Path(args.data).resolve()), Path(args.results)
@@ -91,7 +91,7 @@ def run(args) -> None:
             device = DeviceRegistry(paths).get(name)
             check_runnable(device)
             with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=functools.partial(_pin_worker,
+                                        initializer=functools.partial(pin_worker,
                                                                       device.num_cores)) as pool:
                 row = pool.submit(measure, inst.network, inst.batch, inst.size,
                                   device.num_cores, args.repeat,

@@ -9,9 +9,9 @@ that records which fused functions the compile looked up and whether a tuned rec
 (cause (b): a record that does not apply); kernels map to tasks by structural hash. Each task's
 best record is also built as the tuning's builder built it (``tcl.measure.builder``) and measured
 again by ``tcl tune``'s runner (``make_runner``). The compiled network then runs in a fresh
-process pinned like ``tcl tune``'s timing (``tcl.measure.runner._pin_worker``):
+process pinned like ``tcl tune``'s timing (``tcl.measure.runner.pin_worker``):
 
-- end to end with ``tcl.tune._measure_in_pinned_process`` (the timer ``tcl tune`` uses), and as
+- end to end with ``tcl.tune.measure_in_pinned_process`` (the timer ``tcl tune`` uses), and as
   the median of plain runs alternating with the profiled ones (both see the same load);
 - under a VM instrument that times every call (TVM 0.27's Relax VM has no ``profile=True``:
   ``VirtualMachine.set_instrument`` is called before and after each call instruction), median
@@ -213,15 +213,15 @@ def recording_view(database, lookups: dict[str, tuple[tuple[str, str], bool]]):
     from tvm.ir.utils import derived_object
 
     from tcl.store.records import task_id_of
-    from tcl.tvm_compat import _without_compile_attrs, compile_database, meta_schedule
+    from tcl.tvm_compat import compile_database, meta_schedule, without_compile_attrs
 
     ms = meta_schedule()
     view = compile_database(database)
 
     def record(mod, name, found):
         # fused functions carry op_pattern at compile time and their tasks do not; unfused
-        # ones carry it in both (tcl.tvm_compat._COMPILE_ONLY_ATTRS): keep both ids
-        ids = (task_id_of(mod), task_id_of(_without_compile_attrs(mod)))
+        # ones carry it in both (tcl.tvm_compat.without_compile_attrs): keep both ids
+        ids = (task_id_of(mod), task_id_of(without_compile_attrs(mod)))
         lookups[str(name)] = (ids, found is not None)
         return found
 
@@ -350,10 +350,10 @@ def measure_pinned(lib_file: str, inputs: list, num_cores: int, number: int, rep
     import tvm
     from tvm import relax
 
-    from tcl.tune import _measure_in_pinned_process
+    from tcl.tune import measure_in_pinned_process
 
-    _, mean, std, _ = _measure_in_pinned_process(lib_file, inputs, num_cores, number, repeat,
-                                                 min_repeat_ms, None, {})
+    _, mean, std, _ = measure_in_pinned_process(lib_file, inputs, num_cores, number, repeat,
+                                                min_repeat_ms, None, {})
     dev = tvm.cpu()
     lib = tvm.runtime.load_module(lib_file)
     plain, vm = relax.VirtualMachine(lib, dev), relax.VirtualMachine(lib, dev)
@@ -431,7 +431,7 @@ def remeasure(device, tasks: dict[str, dict]) -> dict[str, float]:
 def gap(paths: Paths, run_dir: Path, repeats: int) -> dict:
     """One run directory's gap table (``attribute``'s numbers) and what it was made from."""
     from tcl.measure.interrupt import quiet_interrupts
-    from tcl.measure.runner import _pin_worker
+    from tcl.measure.runner import pin_worker
 
     run = load_run(run_dir)
     with tempfile.TemporaryDirectory() as tmp:
@@ -441,7 +441,7 @@ def gap(paths: Paths, run_dir: Path, repeats: int) -> dict:
         runner_now = remeasure(device, tasks)
         m = device.measure
         with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                    initializer=functools.partial(quiet_interrupts, _pin_worker,
+                                    initializer=functools.partial(quiet_interrupts, pin_worker,
                                                                   device.num_cores)) as pool:
             got = pool.submit(measure_pinned, str(Path(tmp) / "network.so"), inputs,
                               device.num_cores, m.number, max(m.repeat, 5), m.min_repeat_ms,

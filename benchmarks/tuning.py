@@ -153,7 +153,7 @@ def run(args) -> None:
                                              update=update, seed=seed, out=out, progress=False,
                                              population=args.population,
                                              generations=args.generations,
-                                             scheduler=args.scheduler)
+                                             scheduler=args.scheduler, set_aside=True)
                         except Exception as e:  # noqa: BLE001 - one failed run: say so, go on
                             print(f"{network} {device} {model}/{update} seed {seed}: FAILED: "
                                   f"{type(e).__name__}: {e}", file=sys.stderr)

@@ -62,7 +62,7 @@ def meta_schedule():
 _COMPILE_ONLY_ATTRS = ("op_pattern",)
 
 
-def _without_compile_attrs(mod):
+def without_compile_attrs(mod):
     """``mod`` with the compile-only attributes dropped from its functions."""
     import tvm
 
@@ -85,13 +85,13 @@ def compile_database(database):
 
     def lookup(query, mod, *args):
         found = query(mod, *args)
-        return found if found is not None else query(_without_compile_attrs(mod), *args)
+        return found if found is not None else query(without_compile_attrs(mod), *args)
 
     @derived_object
     class CompileDatabase(ms.database.PyDatabase):
         def has_workload(self, mod):
             return database.has_workload(mod) or \
-                database.has_workload(_without_compile_attrs(mod))
+                database.has_workload(without_compile_attrs(mod))
 
         def commit_workload(self, mod):
             raise TclError("compile_database is a read view: it commits nothing")

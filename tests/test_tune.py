@@ -201,33 +201,41 @@ def test_tune_bad_inputs_are_named(tiny, tmp_path, capsys):
                      progress=False)
 
 
-def test_an_interrupted_run_keeps_its_measurements_and_starts_over(tiny, tmp_path, capsys):
+def test_an_interrupted_run_keeps_its_measurements_and_starts_over(tiny, capsys):
     """Killed mid-run, a tuning run's directory holds a database but no summary; the next run
-    with the same --out and other parameters (here the budget) gives those records to the
-    store, moves the directory aside, says so, and tunes afresh."""
+    in the default directory (named by network, device, model, update mode and seed) with other
+    parameters (here the budget) gives those records to the store, moves the directory aside,
+    says so, and tunes afresh. (A directory named by --out is refused instead: below.)"""
+    import shutil
+
     from tcl.store.catalog import query
     from tcl.tune import tune_network
 
-    paths, _, root = tiny
-    out = tmp_path / "run"
-    _start_and_kill(paths, root, out, 200)
-    before = query(paths, "select count(*) n from records where source = 'tune'")["n"][0]
-    r = tune_network(paths, "tiny", "cpu-avx2", "random", trials=8, out=out, progress=False,
-                     **SMALL_SEARCH)
-    err = capsys.readouterr().err
-    assert "held an interrupted run; starting over" in err
-    aside = tmp_path / "run.interrupted-1"
-    assert (aside / "database" / "database_tuning_record.json").stat().st_size > 0
-    after = query(paths, "select count(*) n from records where source = 'tune'")["n"][0]
-    assert after >= before and (out / "summary.json").is_file() and r.trials > 0
-    with pytest.raises(TclError, match="holds a finished tuning run"):
-        tune_network(paths, "tiny", "cpu-avx2", "random", trials=8, out=out, progress=False)
+    paths, inst, root = tiny
+    out = paths.tuning_dir / f"{inst.key}-cpu-avx2-random-none-s0"
+    aside = out.with_name(f"{out.name}.interrupted-1")
+    try:
+        _start_and_kill(paths, root, out, 200, explicit=False)
+        before = query(paths, "select count(*) n from records where source = 'tune'")["n"][0]
+        r = tune_network(paths, "tiny", "cpu-avx2", "random", trials=8, progress=False,
+                         **SMALL_SEARCH)
+        err = capsys.readouterr().err
+        assert "held an interrupted run; starting over" in err and r.out == str(out)
+        assert (aside / "database" / "database_tuning_record.json").stat().st_size > 0
+        after = query(paths, "select count(*) n from records where source = 'tune'")["n"][0]
+        assert after >= before and (out / "summary.json").is_file() and r.trials > 0
+        with pytest.raises(TclError, match="holds a finished tuning run"):
+            tune_network(paths, "tiny", "cpu-avx2", "random", trials=8, progress=False)
+    finally:   # the module's later tests plan from the runs under tuning/: leave none
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(aside, ignore_errors=True)
 
 
-def _start_and_kill(paths, root, out, trials: int, scheduler: str = "gradient"
-                    ) -> list[tuple[int, str]]:
+def _start_and_kill(paths, root, out, trials: int, scheduler: str = "gradient",
+                    explicit: bool = True) -> list[tuple[int, str]]:
     """Starts `tcl tune` (random model, a small search) in a subprocess, kills it once it has
-    measured a round, and returns its database's (workload, record) lines."""
+    measured a round, and returns its database's (workload, record) lines. ``explicit``: pass
+    ``out`` as --out (else it is the run's default directory)."""
     import os
     import signal
     import subprocess
@@ -238,8 +246,8 @@ def _start_and_kill(paths, root, out, trials: int, scheduler: str = "gradient"
     tcl = Path(sys.executable).parent / "tcl"
     proc = subprocess.Popen([tcl, "--data", str(paths.root), "tune", "--network", "tiny",
                              "--device", "cpu-avx2", "--model", "random", "--trials", str(trials),
-                             "--population", "16", "--generations", "1", "--out", str(out),
-                             "--scheduler", scheduler],
+                             "--population", "16", "--generations", "1",
+                             "--scheduler", scheduler] + (["--out", str(out)] if explicit else []),
                             cwd=root, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # the curve's point is written after the round's records
@@ -452,14 +460,15 @@ def test_an_out_directory_that_is_not_this_devices_run_is_refused_untouched(
         tiny, tmp_path, capsys, monkeypatch):
     """Issue 38: `tcl tune --out DIR` on a user's directory renamed it and imported the
     MetaSchedule log it held as this device's tuning records. A directory without a run file,
-    or with another device's, is refused in one line; nothing is moved or imported."""
+    with another device's, or with an interrupted run of this device with other parameters, is
+    refused in one line; nothing is moved or imported."""
     import hashlib
 
     import tcl.tune
     from tcl.cli import main
     from tcl.store.catalog import query
 
-    paths, _, _ = tiny
+    paths, inst, _ = tiny
     mine = tmp_path / "mine"
     _user_database(mine / "database")
     (mine / "notes.txt").write_text("my own tuning log\n")
@@ -467,7 +476,7 @@ def test_an_out_directory_that_is_not_this_devices_run_is_refused_untouched(
                      for p in sorted(tmp_path.rglob("*")) if p.is_file()}
     count = lambda: query(paths, "select count(*) n from records")["n"][0]   # noqa: E731
     before, n = files(), count()
-    monkeypatch.setattr(tcl.tune, "relax_module", lambda *a: 1 / 0)   # never tunes
+    monkeypatch.setattr(tcl.tune.run, "relax_module", lambda *a: 1 / 0)   # never tunes
     argv = ["--data", str(paths.root), "tune", "--network", "tiny", "--device", "cpu-avx2",
             "--model", "random", "--trials", "8", "--out", str(mine)]
     assert main(argv) == 2
@@ -481,3 +490,70 @@ def test_an_out_directory_that_is_not_this_devices_run_is_refused_untouched(
     assert "interrupted tcl tune run for device 'cpu-sse42', not 'cpu-avx2'" in line, line
     assert files() == before and count() == n and sorted(p.name for p in tmp_path.iterdir()) \
         == ["mine"]
+    # this device's interrupted run with another budget: neither resumed nor moved aside
+    (mine / "run.json").write_text(json.dumps(
+        {"network": inst.key, "device": "cpu-avx2", "model": "random", "update": "none",
+         "seed": 0, "trials": 200, "population": 512, "generations": 4,
+         "scheduler": "gradient"}))
+    before = files()
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"{mine} holds an interrupted tcl tune run of cpu-avx2 with other parameters " \
+           "(trials 200 there, 8 here)" in line and "give another --out, or remove it" in line, line
+    assert files() == before and count() == n and sorted(p.name for p in tmp_path.iterdir()) \
+        == ["mine"]
+
+
+# (a worker's command line, a library it loads while it starts: its imports are under way)
+@pytest.mark.parametrize("worker, loading", [("multiprocessing.spawn", "_polars_runtime"),
+                                             ("tvm.exec.popen_worker", "libtvm")])
+def test_ctrl_c_while_tunes_workers_start_prints_one_line(tmp_path, worker, loading):
+    """Issue 38: a terminal's Ctrl-C (SIGINT to the whole process group) that reaches tune's
+    worker processes while they start (the builder's pool, spawned; the runner's, MetaSchedule's
+    popen workers), before their initializer could quiet them, printed a worker's traceback;
+    and the runner's pool, shut down by the garbage collector from its own thread, printed one
+    at exit. The workers start with SIGINT held and tune stops its pools itself: the command
+    ends with its one line and 130. (Failed before the fix: both cases printed tracebacks.)"""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import psutil
+
+    (tmp_path / "tiny_net.py").write_text(NET)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "user_networks.json").write_text(json.dumps(
+        {"tiny": {"model": f"{tmp_path / 'tiny_net.py'}:build", "inputs": ["1x3x8x8"]}}))
+    tcl = Path(sys.executable).parent / "tcl"
+    proc = subprocess.Popen([tcl, "--data", str(data), "tune", "--network", "tiny", "--device",
+                             "cpu-avx2", "--model", "random", "--trials", "8", "--population",
+                             "16", "--generations", "1", "--out", str(tmp_path / "run")],
+                            cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    parent = psutil.Process(proc.pid)
+
+    def starting() -> bool:
+        for child in parent.children(recursive=True):
+            try:
+                if worker in " ".join(child.cmdline()) and \
+                        loading in Path(f"/proc/{child.pid}/maps").read_text():
+                    return True
+            except (psutil.Error, OSError):
+                pass
+        return False
+
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None and not starting():
+        time.sleep(0.01)
+    assert proc.poll() is None, proc.communicate()
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=300)   # the workers hold stderr open until they end
+    assert proc.returncode == 130, err
+    assert "Traceback" not in out + err and "KeyboardInterrupt" not in err, err
+    assert [line for line in err.splitlines() if line.strip()] == [
+        "tcl: interrupted; finished work is stored, run the command again to resume"], err

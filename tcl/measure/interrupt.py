@@ -5,12 +5,18 @@ worker processes started inside the guard (MetaSchedule's builder and runner poo
 again until the guard exits, so a build or run in flight returns at once. The collector then
 keeps the finished measurements, drops what the signal cut short (not a program error) and
 raises :class:`Interrupted`. A second signal raises KeyboardInterrupt at once.
+
+Worker processes start with SIGINT held (``held_interrupts``, or ``shielded``'s thread) and
+their initializer, ``quiet_interrupts``, makes a Ctrl-C end them silently: one never ends a
+worker in a traceback, while it starts or later.
 """
 from __future__ import annotations
 
 import os
 import signal
 import threading
+from contextlib import contextmanager
+from typing import Iterator
 
 import psutil
 
@@ -87,11 +93,34 @@ def quiet_interrupts(*then) -> None:
     a worker would print a KeyboardInterrupt traceback of its own; it ends at once and
     silently instead (the parent reports the interrupt). ``then``: another initializer and
     its arguments, run after. A SIGINT the parent ignores (nohup, a background job) stays
-    ignored."""
+    ignored. A worker started under ``held_interrupts`` gets SIGINT released here, so one
+    that came while it started ends it now, as silently."""
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
         signal.signal(signal.SIGINT, lambda signum, _frame: os._exit(128 + signum))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if then:
         then[0](*then[1:])
+
+
+@contextmanager
+def held_interrupts(spawn: bool = False) -> Iterator[None]:
+    """SIGINT held (blocked) in this thread while worker processes, or the threads that start
+    them, are started here: they inherit it held. A worker's first seconds are imports, before
+    its initializer (``quiet_interrupts``) can quiet it, and a Ctrl-C then ended it in a
+    traceback; held, that Ctrl-C waits for the initializer. A SIGINT that reaches this thread
+    meanwhile is taken on leaving (the process's other threads take one at once). ``spawn``:
+    multiprocessing starts processes here, so its resource tracker is started first: starting
+    it unblocks SIGINT in the calling thread (Python 3.11's ``ensure_running`` unblocks rather
+    than restores), which would end the hold before the workers start."""
+    if spawn:
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _children() -> list[psutil.Process]:

@@ -14,7 +14,7 @@ import multiprocessing
 
 from ..tvm_compat import meta_schedule
 from .builder import build_to_bytes, builder_result
-from .interrupt import quiet_interrupts
+from .interrupt import held_interrupts, quiet_interrupts
 
 
 def pooled_builder(max_workers: int | None = None, timeout_sec: float = 60.0):
@@ -36,12 +36,13 @@ def pooled_builder(max_workers: int | None = None, timeout_sec: float = 60.0):
         def build(self, build_inputs):
             import tvm
 
-            if self.pool is None:
-                self.pool = cf.ProcessPoolExecutor(
-                    workers, mp_context=multiprocessing.get_context("spawn"),
-                    initializer=quiet_interrupts)
-            futures = [self.pool.submit(build_to_bytes, tvm.ir.save_json(b.mod),
-                                        tvm.ir.save_json(b.target)) for b in build_inputs]
+            jobs = [(tvm.ir.save_json(b.mod), tvm.ir.save_json(b.target)) for b in build_inputs]
+            with held_interrupts(spawn=True):   # submit starts the workers: SIGINT held
+                if self.pool is None:
+                    self.pool = cf.ProcessPoolExecutor(
+                        workers, mp_context=multiprocessing.get_context("spawn"),
+                        initializer=quiet_interrupts)
+                futures = [self.pool.submit(build_to_bytes, *job) for job in jobs]
             cf.wait(futures, timeout=timeout_sec * max(1, -(-len(futures) // workers)))
             results = []
             for f in futures:
@@ -64,5 +65,10 @@ def pooled_builder(max_workers: int | None = None, timeout_sec: float = 60.0):
                 process.kill()
             self.pool.shutdown(wait=False, cancel_futures=True)
             self.pool = None
+
+        def close(self) -> None:
+            """Stop the workers now (a run that ends, or stops, needs them no more)."""
+            if self.pool is not None:
+                self._replace_pool()
 
     return PooledBuilder()

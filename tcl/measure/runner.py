@@ -2,15 +2,18 @@
 from __future__ import annotations
 
 import functools
+import gc
 import os
+import traceback
 from typing import Callable
 
 from ..config import TclError
 from ..store.devices import Device
 from ..tvm_compat import meta_schedule
+from .interrupt import held_interrupts, quiet_interrupts
 
 
-def _pin_worker(num_threads: int) -> None:
+def pin_worker(num_threads: int) -> None:
     """Runs in the runner's worker process: use exactly the profile's cores."""
     os.environ["TVM_NUM_THREADS"] = str(num_threads)
     cpus = sorted(os.sched_getaffinity(0))
@@ -26,7 +29,9 @@ def evaluator_config(device: Device):
 
 
 def make_runner(device: Device, **local_kwargs):
-    """A runner that measures on ``device``; extra kwargs go to LocalRunner (tests use hooks)."""
+    """A runner that measures on ``device``; extra kwargs go to LocalRunner (tests use hooks).
+    A LocalRunner's workers end silently on a Ctrl-C, while they start too (``quiet_interrupts``);
+    ``stop_runner`` stops them."""
     ms = meta_schedule()
     config = evaluator_config(device)
     if device.is_remote:
@@ -35,11 +40,34 @@ def make_runner(device: Device, **local_kwargs):
                                   tracker_key=device.rpc_key,
                                   session_timeout_sec=device.measure.timeout_sec)
         return ms.runner.RPCRunner(rpc_config=rpc, evaluator_config=config)
-    # evaluator_config by keyword: LocalRunner's first positional parameter is timeout_sec.
-    return ms.runner.LocalRunner(timeout_sec=device.measure.timeout_sec,
-                                 evaluator_config=config,
-                                 initializer=functools.partial(_pin_worker, device.num_cores),
-                                 **local_kwargs)
+    try:
+        # LocalRunner's constructor starts its pool's one thread and, from it, a worker (a first
+        # job checks them): with SIGINT held here, both start with it held, and the worker (and
+        # every worker the thread restarts) holds it until its initializer quiets it
+        with held_interrupts():
+            # evaluator_config by keyword: LocalRunner's first positional parameter is timeout_sec
+            return ms.runner.LocalRunner(timeout_sec=device.measure.timeout_sec,
+                                         evaluator_config=config,
+                                         initializer=functools.partial(
+                                             quiet_interrupts, pin_worker, device.num_cores),
+                                         **local_kwargs)
+    except BaseException as e:
+        # Interrupted while it started: the half-made runner's pool is reachable only through
+        # this error's frames. Freed here, it is shut down in this thread; left to the garbage
+        # collector, it may be shut down from its own thread, which fails with a traceback.
+        while e is not None:
+            traceback.clear_frames(e.__traceback__)
+            e = e.__context__
+        gc.collect()
+        raise
+
+
+def stop_runner(runner) -> None:
+    """Stop a LocalRunner's worker now, from this thread: left to the garbage collector, its
+    pool may be shut down from its own thread, which fails with a traceback."""
+    pool = getattr(runner, "pool", None)
+    if pool is not None:
+        pool.shutdown(wait=True)
 
 
 def runner_device_type(device: Device) -> str:

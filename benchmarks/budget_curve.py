@@ -1,0 +1,289 @@
+"""The budget curve (issue 40, point 1): network latency against trials per task, per model.
+
+For each (model setting, seed) one ``tcl tune`` run spends 64 trials per task (one round per
+task: MetaSchedule's first round). The network is then compiled, and timed end to end on the
+lane's core, from each budget's *prefix* of the run's database: every task's first ``b``
+measured candidates, for b in ``--budgets``. Within a round MetaSchedule measures the model's
+best-scored candidates first (``EvolutionarySearch``: the best ``b - b * eps`` in score order,
+then the epsilon-greedy random picks), and the evolution does not depend on the round's size,
+so a task's prefix is what a run of budget ``b`` measures for it whenever the model has learned
+nothing from other tasks when the task is searched: tcl's model under the gradient scheduler
+(its residual learns only after every task's first round), xgb-online under gradient (idem)
+and random. Under round-robin, xgb-online learns from earlier tasks' 64 trials instead of
+``b``: its prefix points are an upper bound on what a run of budget ``b`` gets. ``--check``
+runs separate small-budget runs to compare with their prefix.
+
+Tuning wall time at budget ``b`` is estimated from the run's split: its search time (the
+evolution and the model, the same for any round size) plus building and running scaled to the
+trials. The runs tune in place (``--data``), so their records join the store with source
+``tune``: commit them.
+
+    taskset -c 0 python benchmarks/budget_curve.py --device zen4-1c --network resnet18 --seeds 0
+    taskset -c 1 python benchmarks/budget_curve.py --device zen4-1c --network resnet18 --seeds 1
+    python benchmarks/budget_curve.py --summarize --plot docs/bench-budget-curve.png \\
+        --frameworks docs/bench-frameworks-zen4.jsonl
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from _common import host_short, report_errors
+from tcl.config import Paths, TclError
+from tcl.metrics import standard_error
+
+# a setting's label -> (tcl tune's model, task scheduler); the search and update are tcl tune's
+# defaults for the model (tcl: residual, 64 x 2; MetaSchedule's own: 512 x 4)
+SETTINGS = {"tcl": ("latest", "gradient"), "xgb-online": ("xgb-online", "gradient"),
+            "random": ("random", "gradient"),
+            "xgb-online, round-robin": ("xgb-online", "round-robin")}
+BUDGETS = (1, 2, 4, 8, 16, 32, 64)
+RECORDS_FILE = "database_tuning_record.json"
+WORKLOADS_FILE = "database_workload.json"
+
+
+def prefix_database(run_dir: Path, budget: int) -> Path:
+    """A MetaSchedule JSON database holding each task's first ``budget`` measured candidates of
+    the run (failures count: they were trials)."""
+    out = run_dir / f"budget-{budget}" / "database"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / WORKLOADS_FILE).write_text((run_dir / "database" / WORKLOADS_FILE).read_text())
+    seen: dict[int, int] = {}
+    kept = []
+    for line in (run_dir / "database" / RECORDS_FILE).read_text().splitlines():
+        workload = json.loads(line)[0]
+        seen[workload] = seen.get(workload, 0) + 1
+        if seen[workload] <= budget:
+            kept.append(line)
+    (out / RECORDS_FILE).write_text("".join(x + "\n" for x in kept))
+    return out
+
+
+def compile_from(database_dir: Path, inst, device, lib: Path) -> None:
+    """The network compiled with the tuned schedules of ``database_dir``."""
+    from tcl.tvm_compat import compile_database, meta_schedule
+    from tcl.zoo.extract import relax_module
+
+    ms = meta_schedule()
+    mod = relax_module(inst, inst.module(), inst.example())
+    database = ms.database.JSONDatabase(work_dir=str(database_dir))
+    executable = ms.relax_integration.compile_relax(compile_database(database), mod,
+                                                   device.tvm_target(), None)
+    executable.export_library(str(lib))
+
+
+def budget_points(paths: Paths, run_dir: Path, budgets: list[int], run_budget: int) -> list[dict]:
+    """Per budget: the prefix network's latency (mean, std ms), PyTorch eager's in the same
+    sitting, the trials it holds and the estimated tuning wall time to measure them."""
+    from tcl.store.devices import DeviceRegistry
+    from tcl.tune import resolve_instance, time_compiled
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    inst = resolve_instance(paths, summary["network"])
+    device = DeviceRegistry(paths).get(summary["device"])
+    measuring = summary["build_s"] + summary["run_s"]
+    search = summary["tune_s"] - measuring
+    points = []
+    for b in budgets:
+        db = prefix_database(run_dir, b)
+        trials = sum(1 for _ in (db / RECORDS_FILE).open())
+        # the full budget's network is the run's own
+        lib = run_dir / "network.so" if b == run_budget else db.parent / "network.so"
+        if not lib.exists():
+            compile_from(db, inst, device, lib)
+        _, mean, std, torch_ms = time_compiled(lib, inst, inst.example(), device)
+        points.append({"budget": b, "trials": trials, "latency_ms": round(mean, 4),
+                       "latency_std_ms": round(std, 4), "torch_ms": round(torch_ms, 4),
+                       "wall_s": round(search + measuring * trials / summary["trials"], 1)})
+        print(f"  {run_dir.name} b={b}: {mean:.2f} ms (PyTorch {torch_ms:.2f})", file=sys.stderr)
+    return points
+
+
+def run(args) -> None:
+    from dataclasses import asdict
+
+    from tuning import seconds_per_record, training_records
+
+    from tcl.registry import ModelRegistry
+    from tcl.store.devices import host_identity
+    from tcl.tune import plan_tuning, tune_network
+
+    paths, results = Paths(Path(args.data).resolve()), Path(args.results)
+    budgets = [int(b) for b in args.budgets.split(",")]
+    done = set()
+    if results.exists():
+        done = {(r["setting"], r["seed"], r["run_budget"])
+                for r in map(json.loads, results.read_text().splitlines())}
+    tasks = plan_tuning(paths, args.network, args.device, "random", trials=10 ** 6).tasks
+    runs = [(s, seed, 64) for seed in map(int, args.seeds.split(","))
+            for s in args.settings.split(",")]
+    for item in filter(None, args.check.split(",")):   # "tcl:4": a separate run at budget 4
+        setting, b = item.split(":")
+        runs += [(setting, seed, int(b)) for seed in map(int, args.seeds.split(","))]
+    for setting, seed, run_budget in runs:
+        if (setting, seed, run_budget) in done:
+            continue
+        if setting not in SETTINGS:
+            raise TclError(f"setting {setting!r}: expected one of {', '.join(SETTINGS)}")
+        model, scheduler = SETTINGS[setting]
+        tag = setting.replace(", ", "-")
+        out = Path(args.work) / f"{args.network}-{args.device}-{tag}-b{run_budget}-s{seed}"
+        r = tune_network(paths, args.network, args.device, model, trials=tasks * run_budget,
+                         seed=seed, scheduler=scheduler, out=out, progress=False,
+                         set_aside=True)   # an interrupted run: its records kept, started over
+        which = r.model
+        if model == "latest":
+            entry = ModelRegistry(paths).latest(args.device)
+            n_data = entry.n_records if entry is not None else 0
+        else:
+            n_data = training_records(paths, args.device, model)
+        row = {"setting": setting, "seed": seed, "run_budget": run_budget,
+               "host": host_identity(), "model": which, "network": r.network,
+               "device": r.device, "tasks": r.tasks, "tune_s": r.tune_s,
+               "online": r.online, "data_records": n_data,
+               "data_collection_s": n_data * seconds_per_record(paths, args.device),
+               "points": budget_points(paths, out, [b for b in budgets if b <= run_budget],
+                                         run_budget),
+               "summary": {k: v for k, v in asdict(r).items() if k not in ("curve", "online")}}
+        with results.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(f"{setting} seed {seed} (run budget {run_budget}): done in {r.tune_s:.0f} s",
+              file=sys.stderr)
+
+
+def _mean_se(xs: list[float]) -> tuple[float, float]:
+    return float(np.mean(xs)), (standard_error(xs) if len(xs) > 1 else math.nan)
+
+
+def curves(rows: list[dict]) -> dict[str, dict[int, dict]]:
+    """Per setting and budget (64-trial runs only): latency and wall time over seeds."""
+    out: dict[str, dict[int, dict]] = {}
+    for setting in dict.fromkeys(r["setting"] for r in rows):
+        runs = [r for r in rows if r["setting"] == setting and r["run_budget"] == 64]
+        budgets = sorted({p["budget"] for r in runs for p in r["points"]})
+        out[setting] = {}
+        for b in budgets:
+            pts = [p for r in runs for p in r["points"] if p["budget"] == b]
+            lat, se = _mean_se([p["latency_ms"] for p in pts])
+            out[setting][b] = {"ms": lat, "se": se, "seeds": len(pts),
+                               "wall_s": float(np.mean([p["wall_s"] for p in pts])),
+                               "data_s": float(np.mean([r["data_collection_s"] for r in runs]))}
+    return out
+
+
+def time_to(curve: dict[int, dict], target_ms: float) -> tuple[int, float] | None:
+    """The smallest budget whose mean latency is within ``target_ms``, and its wall time plus
+    the device data's measurement time; None when no budget gets there."""
+    for b in sorted(curve):
+        if curve[b]["ms"] <= target_ms:
+            return b, curve[b]["wall_s"] + curve[b]["data_s"]
+    return None
+
+
+def summarize(args) -> None:
+    rows = [json.loads(x) for x in Path(args.results).read_text().splitlines()]
+    c = curves(rows)
+    hosts = sorted({host_short(r["host"]) for r in rows})
+    print(f"network {rows[0]['network']}, device {rows[0]['device']}, host {', '.join(hosts)}; "
+          "latency ms, mean ± SE over seeds (tuning wall s, estimated)\n")
+    settings = list(c)
+    budgets = sorted({b for s in settings for b in c[s]})
+    print("| trials per task | " + " | ".join(settings) + " |")
+    print("|---" * (len(settings) + 1) + "|")
+    for b in budgets:
+        cells = [f"{c[s][b]['ms']:.1f} ± {c[s][b]['se']:.1f} ({c[s][b]['wall_s']:.0f} s)"
+                 if b in c[s] else "-" for s in settings]
+        print(f"| {b} | " + " | ".join(cells) + " |")
+    torch = [p["torch_ms"] for r in rows for p in r["points"]]
+    print(f"\nPyTorch eager in the same sittings: {np.median(torch):.1f} ms (median of "
+          f"{len(torch)})")
+    if args.frameworks and Path(args.frameworks).exists():
+        for line in Path(args.frameworks).read_text().splitlines():
+            f = json.loads(line)
+            print(f"frameworks ({f.get('timed', '')}, {f.get('threads', 1)} thread): eager "
+                  f"{f.get('eager_ms')}, torch.compile {f.get('torch_compile_ms')}, onnxruntime "
+                  f"{f.get('onnxruntime_ms')} ms")
+    checks = [r for r in rows if r["run_budget"] != 64]
+    for r in checks:
+        prefix = c[r["setting"]].get(r["run_budget"])
+        print(f"check: {r['setting']} seed {r['seed']} run at {r['run_budget']} trials per task: "
+              f"{r['points'][-1]['latency_ms']:.2f} ms; the 64-trial runs' prefix "
+              f"{prefix['ms']:.2f} ± {prefix['se']:.2f} ms" if prefix else "")
+    print_targets(c)
+    if args.plot:
+        _plot(c, args.plot, rows[0]["network"], rows[0]["device"], hosts)
+
+
+def print_targets(c: dict[str, dict[int, dict]]) -> None:
+    if "tcl" not in c or "xgb-online" not in c:
+        return
+    tcl, ref = c["tcl"], c["xgb-online"]
+    best = min((s for s in c if s.startswith("xgb-online")), key=lambda s: c[s][64]["ms"])
+    final = c[best][64]["ms"]
+    print(f"\nTargets, against xgb-online at 64 trials per task ({best}, its best setting: "
+          f"{final:.1f} ms):")
+    ratio = tcl[4]["ms"] / final
+    print(f"- tcl at 4 trials per task within 10% of it: {ratio:.3f} "
+          f"({'met' if ratio <= 1.10 else 'missed'})")
+    for b in sorted(x for x in tcl if x <= 16 and x in ref):
+        r = tcl[b]["ms"] / ref[b]["ms"]
+        print(f"- at {b} trials per task, tcl / xgb-online (default) = {r:.3f} "
+              f"({'met' if r <= 0.90 else 'missed'}: 10% faster is 0.900)")
+    ours, theirs = time_to(tcl, 1.05 * final), time_to(c[best], 1.05 * final)
+    if ours and theirs:
+        s = theirs[1] / ours[1]
+        print(f"- protocol: tcl gets within 5% at {ours[0]} trials per task in {ours[1]:.0f} s "
+              f"(search + its device data), {best} at {theirs[0]} in {theirs[1]:.0f} s: "
+              f"speed-up {s:.2f} ({'met' if s >= 5 else 'missed'}: target 5)")
+    else:
+        print(f"- protocol: tcl {'never gets' if not ours else 'gets'} within 5% of {final:.1f} ms")
+
+
+def _plot(c: dict[str, dict[int, dict]], out: str, network: str, device: str,
+          hosts: list[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for setting, curve in c.items():
+        bs = sorted(curve)
+        ax.errorbar(bs, [curve[b]["ms"] for b in bs],
+                    yerr=[0 if math.isnan(curve[b]["se"]) else curve[b]["se"] for b in bs],
+                    marker="o", capsize=3, label=setting)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("trials per task")
+    ax.set_ylabel("network latency, ms")
+    ax.set_title(f"{network} on {device} ({', '.join(hosts)})", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default="data")
+    ap.add_argument("--network", default="resnet18")
+    ap.add_argument("--device", default="zen4-1c")
+    ap.add_argument("--settings", default=",".join(SETTINGS))
+    ap.add_argument("--seeds", default="0,1")
+    ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
+    ap.add_argument("--check", default="", help="separate runs, e.g. tcl:4,tcl:16")
+    ap.add_argument("--work", default="data/.cache/budget-curve")
+    ap.add_argument("--results", default="docs/bench-budget-curve.jsonl")
+    ap.add_argument("--summarize", action="store_true")
+    ap.add_argument("--plot")
+    ap.add_argument("--frameworks", help="with --summarize: benchmarks/frameworks.py's results")
+    args = ap.parse_args(argv)
+    return report_errors("budget_curve", lambda: summarize(args) if args.summarize
+                         else run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

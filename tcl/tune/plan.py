@@ -1,0 +1,194 @@
+"""What a ``tcl tune`` run will do, settled before it tunes: the model settings and their
+defaults, the network instance, the trials per round and the task scheduler, and the dry run's
+plan and estimate (``plan_tuning``: no TVM, no model, nothing written).
+
+The budget covers every task before any task gets a second round: the scheduler's first round
+gives each task ``num_trials_per_iter`` trials, so that is ``trials // tasks`` (at most 64).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ..config import Paths, TclError
+from ..measure.collect import DEFAULT_RECORDS_PER_SEC, measured_throughput
+from ..store.devices import DeviceRegistry
+from ..store.records import RecordStore
+from ..zoo.extract import load_networks
+
+MODELS_HELP = "latest | a trained kind (mamba, tenset-mlp, tlp, xgb) | xgb-online | random | FILE"
+ONLINE = {"xgb-online": "xgb", "random": "random"}   # MetaSchedule's own cost models
+UPDATE_MODES = ("none", "refit", "residual")         # tcl.models.adapter.UPDATE_MODES
+# MetaSchedule's task schedulers. "gradient" (its default) gives every task a first round
+# without collecting any result (no task is joined until the round robin ends), so during that
+# round no measurement reaches the database, the curve or an online model (xgb-online, refit,
+# residual learn nothing); "round-robin" joins each task once its runs are done. "auto": round
+# robin while the budget is at most one round per task (the same allocation), else gradient.
+SCHEDULERS = ("auto", "gradient", "round-robin")
+# What a run uses where the caller names nothing, measured at 64 trials per task on two
+# one-core profiles (docs/results.md, "tcl tune's defaults"): tcl's models as a prior that an
+# online XGBoost corrects (residual: where it learns during the run, its networks were faster
+# than frozen's in 3 of 4 cells and tied in 1; where it cannot, it is the prior alone; about
+# 2 s a run) with a lean evolutionary search (64 x 2: networks 0.95-1.02x those of
+# MetaSchedule's 512 x 4, at 5-8% search overhead instead of 35-56%); MetaSchedule's own
+# models keep MetaSchedule's search.
+TCL_UPDATE = "residual"
+TCL_SEARCH = (64, 2)            # population, generations
+METASCHEDULE_SEARCH = (512, 4)  # EvolutionarySearch's defaults
+# For a device with no earlier tuning run to measure from: seconds of search, featurizing and
+# predicting per candidate the search scores, an assumption of the order of featurizing one
+# conv2d candidate (docs/architecture.md); the dry run says when it used it.
+ASSUMED_SEARCH_S_PER_SCORED = 0.01
+
+
+def resolve_instance(paths: Paths, network: str):
+    """A network name (its first batch-1 variant, else its first) or an instance key."""
+    # lazy: the networks (torch) cost ~3 s at import
+    from ..zoo.networks import NETWORKS, zoo_instances
+    from ..zoo.user import user_networks
+
+    users = user_networks(paths)
+    every = zoo_instances(list(NETWORKS) + list(users), user=users)
+    by_key = {i.key: i for i in every}
+    if network in by_key:
+        return by_key[network]
+    named = [i for i in every if i.network == network]
+    if not named:
+        raise TclError(f"unknown network {network!r}: give a zoo network name or an instance key "
+                       "(`tcl zoo list`)")
+    return next((i for i in named if i.batch == 1), named[0])
+
+
+def tuning_defaults(model: str, update: str | None = None, population: int | None = None,
+                    generations: int | None = None) -> tuple[str, int, int]:
+    """(update mode, population, generations) of a run of ``model``, each None filled in:
+    ``TCL_UPDATE`` and ``TCL_SEARCH`` for tcl's models, none and ``METASCHEDULE_SEARCH`` for
+    MetaSchedule's own (``ONLINE``). Validated here, before anything loads."""
+    own = model in ONLINE
+    update = update if update is not None else ("none" if own else TCL_UPDATE)
+    search = METASCHEDULE_SEARCH if own else TCL_SEARCH
+    population = search[0] if population is None else population
+    generations = search[1] if generations is None else generations
+    if update not in UPDATE_MODES:
+        raise TclError(f"--update {update!r}: expected one of {', '.join(UPDATE_MODES)}")
+    if population < 2 or generations < 0:
+        raise TclError(f"population {population} / generations {generations}: expected a "
+                       "population of at least 2 and generations >= 0")
+    return update, population, generations
+
+
+def trials_per_iter(trials: int, tasks: int, key: str) -> int:
+    """Trials per round (``num_trials_per_iter``): the budget covers every task's first round
+    (at most 64 trials) before any task gets a second."""
+    if trials < tasks:
+        raise TclError(f"--trials {trials} is fewer than the {tasks} tasks of {key}: "
+                       "every task needs its first round")
+    return max(1, min(64, trials // tasks))
+
+
+def task_scheduler(scheduler: str, trials: int, tasks: int, per_iter: int) -> str:
+    """The MetaSchedule task scheduler ``scheduler`` (one of ``SCHEDULERS``, checked by
+    tune_network before it writes anything) means here."""
+    if scheduler != "auto":
+        return scheduler
+    return "round-robin" if trials <= tasks * per_iter else "gradient"
+
+
+@dataclass
+class TuningPlan:
+    """What ``tcl tune`` would do, from the zoo's tables and earlier runs (``plan_tuning``)."""
+
+    network: str
+    device: str
+    model: str
+    trials: int
+    tasks: int
+    per_iter: int            # each task's first round, and every later round's size
+    population: int
+    generations: int
+    records_per_s: float     # measuring rate
+    rate_basis: str
+    search_s_per_scored: float
+    search_basis: str
+
+    @property
+    def rounds(self) -> int:
+        return -(-self.trials // self.per_iter)
+
+    @property
+    def scored(self) -> int:
+        """Candidates the search scores: each round, the initial population and one per
+        generation (a predict call each: the ``scoring`` counts of a run show it)."""
+        return self.rounds * self.population * (self.generations + 1)
+
+    @property
+    def measure_s(self) -> float:
+        return self.trials / self.records_per_s
+
+    @property
+    def search_s(self) -> float:
+        return self.scored * self.search_s_per_scored
+
+    @property
+    def eta_s(self) -> float:
+        return self.measure_s + self.search_s
+
+    def describe(self) -> str:
+        later = self.trials - self.tasks * self.per_iter
+        return "\n".join([
+            f"tune {self.network} on {self.device} with {self.model}: {self.trials} trials over "
+            f"{self.tasks} tasks",
+            f"trials per task: {self.per_iter} each in the first round ({self.tasks} x "
+            f"{self.per_iter} = {self.tasks * self.per_iter}), then {max(0, later)} more in rounds "
+            f"of {self.per_iter} to the tasks MetaSchedule's gradient scheduler picks "
+            f"({self.trials / self.tasks:.1f} a task on average)",
+            f"estimated time: about {self.eta_s:.0f} s of tuning = {self.measure_s:.0f} s building "
+            f"and running ({self.trials} trials at {self.records_per_s:.2f} records/s, "
+            f"{self.rate_basis}) + {self.search_s:.0f} s search, featurizing and predicting "
+            f"({self.rounds} rounds x {self.population} candidates x "
+            f"{self.generations + 1} populations = {self.scored} scored, at "
+            f"{self.search_s_per_scored * 1e3:.1f} ms each, {self.search_basis}); compiling "
+            "and timing the network come after",
+            "nothing was tuned or written (dry run)"])
+
+
+def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "latest", *,
+                trials: int = 1000, population: int | None = None,
+                generations: int | None = None) -> TuningPlan:
+    """``tcl tune --dry-run``: the tasks (the zoo's extraction of the network), trials per task
+    and an estimated time, without tuning, loading a model, importing TVM or writing anything
+    (``population``/``generations``: None for ``tuning_defaults``')."""
+    import statistics
+
+    _, population, generations = tuning_defaults(model, None, population, generations)
+    device = DeviceRegistry(paths).get(device_name)
+    inst = resolve_instance(paths, network)
+    nets = load_networks(paths)
+    tasks = int((nets["network_key"] == inst.key).sum())
+    if not tasks:
+        raise TclError(f"{inst.key} is not extracted yet, so its tasks are not known without "
+                       "tuning: run `tcl zoo` (or tune: the run extracts them first)")
+    per_iter = trials_per_iter(trials, tasks, inst.key)   # refuses a budget below the tasks
+    rate = measured_throughput(RecordStore(paths), device.name)
+    rate_basis = (f"measured from {device.name}'s collections" if rate != DEFAULT_RECORDS_PER_SEC
+                  else "assumed: too few records on this device to measure")
+    # Earlier runs on this device: their search overhead per scored candidate
+    per_scored = []
+    for f in sorted(paths.tuning_dir.glob("*/summary.json")):
+        try:
+            got = json.loads(f.read_text())
+            split, scored = got["time_split"], got["scoring"]["scored"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue   # an older or unreadable summary: not one to estimate from
+        if got.get("device") == device.name and scored:
+            per_scored.append(sum(split[k]["s"] for k in ("search", "featurize", "predict",
+                                                          "update")) / scored)
+    if per_scored:
+        search, basis = statistics.median(per_scored), \
+            f"median of {len(per_scored)} earlier tuning run(s) on {device.name}"
+    else:
+        search, basis = ASSUMED_SEARCH_S_PER_SCORED, \
+            f"assumed: no earlier tuning run on {device.name} to measure from"
+    return TuningPlan(inst.key, device.name, model, trials, tasks,
+                      per_iter, population, generations, rate,
+                      rate_basis, search, basis)

@@ -1,0 +1,107 @@
+"""Where a tuning run's time goes, and how fast its compiled network is.
+
+``time_split`` divides the tuning wall time into ``SPLIT``'s parts. ``time_compiled`` times the
+compiled network end to end, and PyTorch eager on the same cores, in a fresh process pinned to
+the device profile's cores (``measure_in_pinned_process``); ``retime`` times a finished run's
+network again.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import functools
+import json
+import multiprocessing
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..config import Paths, TclError
+from ..measure.interrupt import held_interrupts, quiet_interrupts
+from ..measure.runner import pin_worker
+from ..measure.timed import median_ms
+from ..store.devices import DeviceRegistry
+from .plan import resolve_instance
+
+SPLIT = ("search", "featurize", "predict", "update", "build", "run")
+
+
+def time_split(tune_s: float, build_s: float, run_s: float, model: dict[str, float]) -> dict:
+    """``{part: {"s", "share"}}`` for the parts of ``SPLIT``: build and run as the timed builder
+    and runner counted them, featurize, predict and update (model fitting) as
+    ``ScoredCostModel.seconds`` did; search is the rest of the wall time (the evolutionary
+    search's sampling, mutation, post-processing, and MetaSchedule's bookkeeping)."""
+    parts = {"featurize": model.get("featurize", 0.0), "predict": model.get("predict", 0.0),
+             "update": model.get("update", 0.0), "build": build_s, "run": run_s}
+    parts["search"] = max(0.0, tune_s - sum(parts.values()))
+    return {k: {"s": round(parts[k], 2), "share": round(parts[k] / tune_s, 4) if tune_s else 0.0}
+            for k in SPLIT}
+
+
+def time_compiled(lib: Path, inst, example, device) -> tuple[list[np.ndarray], float, float,
+                                                               float]:
+    """(outputs, mean ms, std ms, PyTorch eager ms) of the compiled network ``lib`` and of
+    PyTorch on the same cores, in a fresh process pinned to the device profile's cores."""
+    m = device.measure
+    spec = None if inst.source is not None else (inst.network, inst.batch, inst.size)
+    with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                initializer=functools.partial(quiet_interrupts, pin_worker,
+                                                              device.num_cores)) as pool:
+        with held_interrupts(spawn=True):   # the process starts here: with SIGINT held
+            future = pool.submit(measure_in_pinned_process, str(lib),
+                                 [x.numpy() for x in example], device.num_cores, m.number,
+                                 max(m.repeat, 5), m.min_repeat_ms, spec,
+                                 device.framework_isa_env())
+        return future.result()
+
+
+def retime(paths: Paths, run_dir: str | Path) -> dict[str, float]:
+    """The finished tuning run's compiled network (``network.so``) and PyTorch eager timed again,
+    as the run timed them: for a quieter host than the one the run shared."""
+    run_dir = Path(run_dir)
+    summary_file, lib = run_dir / "summary.json", run_dir / "network.so"
+    if not summary_file.exists() or not lib.exists():
+        raise TclError(f"{run_dir} is not a finished tuning run (summary.json and network.so "
+                       "expected)")
+    summary = json.loads(summary_file.read_text())
+    inst = resolve_instance(paths, summary["network"])
+    device = DeviceRegistry(paths).get(summary["device"])
+    _, mean, std, torch_ms = time_compiled(lib, inst, inst.example(), device)
+    return {"latency_ms": mean, "latency_std_ms": std, "torch_ms": torch_ms}
+
+
+def measure_in_pinned_process(lib_file: str, inputs: list[np.ndarray], num_cores: int,
+                              number: int, repeat: int, min_repeat_ms: int,
+                              torch_spec: tuple | None, torch_env: dict[str, str]
+                              ) -> tuple[list[np.ndarray], float, float, float]:
+    """Runs in a fresh process pinned to the profile's cores (``runner.pin_worker``): the
+    compiled network's outputs and latency, and PyTorch eager's latency on the same cores, at
+    the profile's ISA (``torch_env``: ``Device.framework_isa_env``, set before PyTorch's first
+    operation, when it reads them). A spawned pool pickles it by reference: it stays a
+    module-level function of this module."""
+    import tvm
+    from tvm import relax
+
+    dev = tvm.cpu()
+    vm = relax.VirtualMachine(tvm.runtime.load_module(lib_file), dev)
+    args = [tvm.runtime.tensor(x, dev) for x in inputs]
+    out = vm["main"](*args)
+    outs = [np.asarray(o.numpy()) for o in (out if isinstance(out, (list, tuple)) or
+                                             type(out).__name__ == "Array" else [out])]
+    timer = vm.time_evaluator("main", dev, number=number, repeat=repeat,
+                              min_repeat_ms=min_repeat_ms)
+    res = np.asarray(timer(*args).results) * 1e3
+    torch_ms = float("nan")
+    if torch_spec is not None:
+        os.environ.update(torch_env)
+        import torch
+
+        from ..zoo.networks import NETWORKS   # lazy: torch, in the timing process only
+
+        torch.set_num_threads(num_cores)
+        name, batch, size = torch_spec
+        model = NETWORKS[name].model(size)
+        example = NETWORKS[name].example(batch, size)
+        with torch.no_grad():
+            torch_ms = median_ms(lambda: model(*example), max(repeat, 5))
+    return outs, float(res.mean()), float(res.std()), torch_ms
