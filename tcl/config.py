@@ -16,6 +16,11 @@ class TclError(Exception):
     """An error the user can act on: the message names what was wrong and what was expected."""
 
 
+# The largest seed anything takes, typed (--seed) or in params.yaml (*.seed): numpy's range
+# (np.random.seed, default_rng), 0 .. 2**32 - 1.
+MAX_SEED = 2**32 - 1
+
+
 def one_line(text: object) -> str:
     """``text`` as one line (its lines joined by " | "): how every error reaches a terminal."""
     return " | ".join(line.strip() for line in str(text).strip().splitlines() if line.strip())
@@ -123,6 +128,25 @@ def data_root(text: str, what: str) -> Path:
         raise TclError(f"{what} is set but empty; name the data root directory (without "
                        f"{what}, the data root is ./data)")
     return Path(text).resolve()
+
+
+def check_writable(root: Path) -> Path:
+    """``root``, the data root of a command that writes, if this process may write there (or
+    make it there): else a TclError naming it, before any work. A read-only one (a read-only
+    mount, a shared copy without write permission) stays readable: query, status and device
+    list only read it."""
+    probe = next((p for p in (root, *root.parents) if p.exists()), None)
+    if probe is None or os.access(probe, os.W_OK | os.X_OK):
+        return root
+    try:
+        read_only = bool(os.statvfs(probe).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    why = "it is on a read-only file system" if read_only else "this user may not write in it"
+    made = "" if probe == root else f" (it would be made in {probe})"
+    raise TclError(f"data root {root} is not writable{made}: {why}; this command writes to it: "
+                   "use a writable one (commands that only read, such as query, status and "
+                   "device list, still work on this one)")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import time
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -21,7 +22,7 @@ from typing import Any
 
 import polars as pl
 
-from .config import Paths, TclError
+from .config import Paths, TclError, atomic_write, disk_problem
 from .store.locks import locked
 
 LOCK_WAIT_S = 120.0   # the longest another process's hold on the registry file is waited out
@@ -197,29 +198,67 @@ class ModelRegistry:
             model_id = content[:16]
             self.store.mkdir(parents=True, exist_ok=True)
             final = self.store / f"{model_id}.model"
+            had_file = final.exists()
             model.save(final)    # atomic (write_checkpoint): a reader sees the whole file or none
             n = model.n_parameters()
-            con = self._connect(write=True)
             try:
-                con.execute(
+                self._write(
                     "INSERT OR IGNORE INTO models VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
                     "?, ?, ?, now())",
                     [model_id, device, model.devices, parent, method, model.backbone, snapshot,
                      int(n_records), newest_measured_at, n["shared"], n["per_device"],
                      n["total"], content, train_secs, json.dumps(metrics or {}),
                      str(final.relative_to(self.paths.root))])
-            finally:
-                con.close()
+            except BaseException:
+                if not had_file:   # no row names it: the registry is left as it was
+                    final.unlink(missing_ok=True)
+                raise
             return self.get(model_id)
 
     def set_metrics(self, model_id: str, metrics: dict) -> None:
         with self._lock():
-            con = self._connect(write=True)
-            try:
-                con.execute("UPDATE models SET metrics = ? WHERE id = ?",
-                            [json.dumps(metrics), model_id])
-            finally:
-                con.close()
+            self._write("UPDATE models SET metrics = ? WHERE id = ?",
+                        [json.dumps(metrics), model_id])
+
+    def _write(self, statement: str, values: list) -> None:
+        """``statement`` run on a copy of the registry file, which replaces it only once DuckDB
+        has checkpointed it (``atomic_write``; the caller holds the registry's lock). DuckDB
+        writes in place otherwise: a full disk failed its INSERT with a DuckDB error, or left
+        the row only in a write-ahead log. Now it is one line, and the registry is as it was."""
+        import duckdb
+
+        try:
+            self._merge_log()
+            with atomic_write(self.file, "model registry") as tmp:
+                try:
+                    if self.file.exists():
+                        shutil.copyfile(self.file, tmp)
+                    con = duckdb.connect(str(tmp))
+                    try:
+                        self._check(con)
+                        con.execute(SCHEMA)
+                        con.execute(statement, values)
+                        con.execute("CHECKPOINT")   # all of it in the file, no log beside it
+                    finally:
+                        con.close()
+                finally:
+                    Path(f"{tmp}.wal").unlink(missing_ok=True)
+        except duckdb.Error as e:   # atomic_write names the disk's errors itself
+            why = disk_problem(e, self.file) or str(e).splitlines()[0]
+            raise TclError(f"cannot write model registry {self.file}: {why}; it is left as it "
+                           "was") from None
+
+    def _merge_log(self) -> None:
+        """A killed writer's write-ahead log (``registry.duckdb.wal``) merged into the file by
+        DuckDB, before the file is copied: a copy without it would lose its rows. The explicit
+        CHECKPOINT fails loudly where the one at close would leave the log in silence."""
+        if not Path(f"{self.file}.wal").exists():
+            return
+        con = self._connect(write=True)
+        try:
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
 
 
 def registry_entry(path: Path) -> Entry | None:

@@ -369,6 +369,24 @@ def test_an_unreachable_tracker_is_retried_and_registers_nothing(tmp_path, capsy
     assert "board" not in DeviceRegistry(Paths(tmp_path / "data")).all()
 
 
+def test_a_params_file_named_for_the_trackers_retries_must_exist(tmp_path, capsys):
+    """Issue 38: `device add --no-run --params MISSING.yaml --tracker HOST:PORT` took the
+    default retries without a word; a file --params names must exist. Nothing is registered
+    and no tracker is tried."""
+    from tcl.config import Paths
+    from tcl.store.devices import DeviceRegistry
+
+    missing = tmp_path / "no" / "params.yaml"
+    code, out, err = run_case(capsys, [
+        "--data", str(tmp_path / "data"), "device", "add", "board", "--target",
+        json.dumps({"kind": "llvm", "mcpu": "haswell", "num-cores": 1}), "--rpc-key", "board",
+        "--tracker", "127.0.0.1:9", "--no-run", "--params", str(missing)])
+    assert code == 2 and out == "", (out, err)
+    assert err.strip().splitlines() == [
+        f"tcl: error: params file {missing} does not exist (copy the project's params.yaml)"]
+    assert "board" not in DeviceRegistry(Paths(tmp_path / "data")).all()
+
+
 # ---- issue 38 ----------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -444,6 +462,81 @@ def test_an_empty_data_root_is_refused_and_nothing_is_written_here(tmp_path, cap
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.fixture
+def read_only_root(tmp_path):
+    """A data root with records of cpu-avx2 and a registered device, made read-only: by its
+    directories' modes for a user, by a read-only bind mount for root (whom modes do not stop;
+    skipped where root may not mount)."""
+    import os
+    import subprocess
+
+    from tcl.config import Paths
+
+    paths = Paths(tmp_path / "data")
+    RecordStore(paths).append(rows(n=3))
+    assert main(["--data", str(paths.root), "device", "add", "zen3", "--target", ZEN3,
+                 "--no-run"]) == 0
+    if os.geteuid() != 0:
+        dirs = [paths.root, *(d for d in paths.root.rglob("*") if d.is_dir())]
+        for d in dirs:
+            d.chmod(0o555)
+        yield paths
+        for d in dirs:
+            d.chmod(0o755)
+        return
+    root = str(paths.root)
+    for cmd in (["mount", "--bind", root, root], ["mount", "-o", "remount,bind,ro", root]):
+        if subprocess.run(cmd, capture_output=True).returncode != 0:
+            subprocess.run(["umount", root], capture_output=True)
+            pytest.skip("running as root, and a read-only bind mount is not allowed here")
+    try:
+        yield paths
+    finally:
+        subprocess.run(["umount", root], check=True)
+
+
+WRITING = [
+    ["device", "add", "zen2", "--target", ZEN3.replace("znver3", "znver2"), "--no-run"],
+    ["collect", "--device", "cpu-avx2", "--networks", "bert_tiny", "--small"],
+    ["import", "no/such/db", "--device", "cpu-avx2"],
+    ["featurize"],
+    ["retire", "--device", "cpu-avx2", "--before", "2030-01-01T00:00Z", "--reason", "x"],
+    ["train", "--params", P, "--device", "cpu-avx2", "--model", "xgb"],
+]
+
+
+@pytest.mark.parametrize("argv", WRITING, ids=lambda a: " ".join(a[:2]))
+def test_a_read_only_data_root_is_named_by_commands_that_write(read_only_root, tmp_path,
+                                                               capsys, argv):
+    """Issue 38: each writing command failed on whichever file it made first ("...lock:
+    Read-only file system", or another error before it); now one line names the data root,
+    before any work."""
+    from test_store_safety import snapshot
+
+    root = read_only_root.root
+    argv = [params_file(tmp_path, lambda raw: None) if a == P else a for a in argv]
+    if "--params" not in argv:
+        argv = ["--data", str(root), *argv]
+    before = snapshot(root)
+    code, out, err = run_case(capsys, argv)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1, (out, err)
+    assert lines[0].startswith(f"tcl: error: data root {root} is not writable: "), lines[0]
+    assert snapshot(root) == before
+
+
+def test_a_read_only_data_root_still_answers_commands_that_read(read_only_root, capsys):
+    root = str(read_only_root.root)
+    code, out, err = run_case(capsys, ["--data", root, "query", "--format", "csv",
+                                       "select device, count(*) n from records group by 1"])
+    assert code == 0 and out.splitlines() == ["device,n", "cpu-avx2,3"], err
+    code, out, err = run_case(capsys, ["--data", root, "status", "--format", "json"])
+    assert code == 0 and {json.loads(line)["device"] for line in out.splitlines()} == \
+        {"cpu-avx2", "zen3"}, err
+    code, out, err = run_case(capsys, ["--data", root, "device", "list"])
+    assert code == 0 and "zen3" in out, err
+
+
 def _numeric_options():
     """(command, option, its type) of every option of the CLI that takes a number."""
     import argparse
@@ -483,6 +576,21 @@ def test_every_number_a_user_can_type_has_a_stated_upper_bound(command, option, 
                        else str(high)):
         kind(past)
     kind(str(high))   # the bound itself is allowed
+
+
+@pytest.mark.parametrize("section", ["sample", "train", "select", "continual"])
+def test_every_seed_of_the_params_file_has_the_commands_bound(tmp_path, section):
+    """Issue 38: params.yaml's seeds had a bound of their own (2**31 - 1), apart from --seed's;
+    both now take `tcl.config.MAX_SEED`, stated when refused. train.seed counts the
+    train.seeds that follow it (seed, seed + 1, ...); the bound itself is taken."""
+    from tcl.config import MAX_SEED, TclError
+    from tcl.pipeline.params import load_params
+
+    high = MAX_SEED - (TINY["train"]["seeds"] - 1 if section == "train" else 0)
+    with pytest.raises(TclError, match=rf"{section}\.seed: must be <= {high}\b"):
+        load_params(params_file(tmp_path, lambda raw: raw[section].update(seed=high + 1)))
+    params = load_params(params_file(tmp_path, lambda raw: raw[section].update(seed=high)))
+    assert getattr(params, section).seed == high
 
 
 @pytest.mark.parametrize("cron", [

@@ -166,6 +166,39 @@ def test_ctrl_c_exits_130_with_one_line(tmp_path, command):
                      "resume"], err
 
 
+# one DuckDB step that runs for minutes: a lambda over lists, 4e8 md5 sums in one row
+LONG_QUERY = ("select list_sum(list_transform(range(20000), lambda x: list_sum(list_transform("
+              "range(20000), lambda y: length(md5((x * y)::varchar)))))) s")
+
+
+def test_ctrl_c_stops_a_long_query_at_once(tmp_path):
+    """Issue 38: after Ctrl-C a long `tcl query` ran on for 82 s (DuckDB looks at Python's
+    signals only between its steps); now the query is interrupted in DuckDB itself."""
+    data = tmp_path / "data"
+    tcl = Path(sys.executable).parent / "tcl"
+    proc = subprocess.Popen([tcl, "--data", str(data), "query", LONG_QUERY], cwd=tmp_path,
+                            start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        note = data / ".cache" / "catalog.json"   # written just before the query runs
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None and not note.exists():
+            time.sleep(0.2)
+        time.sleep(1)
+        assert proc.poll() is None, proc.communicate()
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert [line for line in err.splitlines() if line.strip()] == [
+        "tcl: interrupted; finished work is stored, run the command again to resume"], err
+    assert out == ""
+
+
 def test_ctrl_c_inside_a_tvm_callback_exits_130(monkeypatch, capsys):
     """TVM hands a KeyboardInterrupt raised in a Python callback back as a bare RuntimeError
     (what `tcl tune` met: the search calls tcl's cost model and callbacks); the CLI still

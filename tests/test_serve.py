@@ -134,3 +134,70 @@ def test_python_m_flows_prints_one_line_and_no_traceback(served, tmp_path):
         "add-device: error: invalid device name '../etc': expected 1 to 64 ASCII letters, "
         "digits, '.', '-' and '_', starting with a letter or digit (no '..'); '/' (U+002F) is "
         "not allowed")
+
+
+def test_a_served_refusal_is_one_line_and_an_unknown_parameter_is_refused(served, tmp_path):
+    """Issue 38: `tcl serve` printed Prefect's 40-line traceback for every run it refused, and a
+    run created through the API with a parameter the flow does not take crashed in the served
+    process. On a real Prefect server: an event naming an unknown device ends in a refused
+    Failed run, one line in serve's output; the API refuses to create a run with an unknown
+    parameter, naming it."""
+    import json
+    import os
+    import signal
+    import time
+    import urllib.error
+    import urllib.request
+
+    from test_add_device import _flow_runs, _free_port, _prefect_server, _wait
+
+    port = _free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               PREFECT_API_URL=api, TVM_LOG_LEVEL="WARNING")
+    log, procs = tmp_path / "serve.log", []
+
+    def deployment() -> dict | None:
+        try:
+            with urllib.request.urlopen(f"{api}/deployments/name/add-device/add-device",
+                                        timeout=10) as r:
+                return json.loads(r.read())
+        except OSError:
+            return None
+    try:
+        _prefect_server(env, port, procs)
+        with open(log, "w") as out:   # a file, not a pipe: nothing reads it until the end
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "tcl.cli", "serve", "--params", str(served)],
+                cwd=served.parent, env=env, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True))
+        _wait(deployment, 180, "tcl serve's deployments", procs)
+        subprocess.run([sys.executable, "-c", "import sys; from tcl.pipeline.events import "
+                        "emit_device_added; emit_device_added(sys.argv[1], sys.argv[2])",
+                        "nosuch", str(served)], env=env, check=True, timeout=120)
+        _wait(lambda: _flow_runs(api, "add-device", "FAILED"), 300, "the refused run", procs)
+        [refused] = _flow_runs(api, "add-device", "FAILED")
+        assert refused["state"]["message"].startswith("refused: unknown device 'nosuch'")
+        create = urllib.request.Request(
+            f"{api}/deployments/{deployment()['id']}/create_flow_run",
+            data=json.dumps({"parameters": {"device": "cpu-avx2", "bogus": 1}}).encode(),
+            headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(create, timeout=10)
+        assert e.value.code == 409 and "('bogus' was unexpected)" in e.value.read().decode()
+        assert len(_flow_runs(api, "add-device", "FAILED")) == 1   # no run was created
+        _wait(lambda: "Finished in state Failed" in log.read_text(), 60, "the run's end", procs)
+        time.sleep(5)   # what Prefect logs after the run's end (its traceback, before the fix)
+    finally:
+        for p in reversed(procs):   # tcl serve first: it pauses its deployments on the server
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert "Traceback" not in text, text[-5000:]
+    errors = [line for line in text.splitlines() if "| ERROR" in line]
+    assert len(errors) == 1 and "refused: unknown device 'nosuch'" in errors[0], text[-5000:]

@@ -462,6 +462,39 @@ def test_a_store_write_past_the_limit_is_one_error_naming_the_file_and_leaves_no
     assert no_temporary_file(paths.root)
 
 
+REGISTER = ("import sys; from pathlib import Path; sys.path.insert(0, {tests!r}); "
+            "from tcl.config import Paths, TclError; "
+            "from test_model_safety import register, tiny_continual\n"
+            "try:\n    register(Paths(Path({root!r})), tiny_continual(['cpu-avx2'], seed={seed}))\n"
+            "except TclError as e:\n    print(e)")
+
+
+def test_a_model_registry_write_past_the_limit_is_one_line_and_leaves_it_as_it_was(paths):
+    """Issue 38: DuckDB wrote the registry in place: past the end of the disk its INSERT failed
+    with a DuckDB error, or the row stayed in a write-ahead log beside a file that could not
+    take it. Now a copy is written and renamed over it (`tcl.config.atomic_write`): the limit
+    (100 KiB: the model file fits, the registry's does not) is one line, nothing changed."""
+    from test_model_safety import register, tiny_continual
+
+    from tcl.registry import ModelRegistry
+
+    def past_the_limit(seed: int) -> None:
+        code = REGISTER.format(tests=str(Path(__file__).parent), root=str(paths.root),
+                               seed=seed)
+        got = limited(100, code=code)
+        assert got.returncode == 0 and len(got.stdout.splitlines()) == 1, got
+        assert got.stdout.startswith(f"cannot write model registry {paths.registry_file}: "
+                                     "file too large"), got.stdout
+
+    past_the_limit(1)                              # the first entry of a new registry
+    assert sorted(p.name for p in paths.models_dir.rglob("*")) == ["registry"]
+    first = register(paths, tiny_continual(["cpu-avx2"]))
+    before = snapshot(paths.models_dir)
+    past_the_limit(2)                              # one more entry
+    assert snapshot(paths.models_dir) == before    # no model file, no log, no temporary file
+    assert [e.id for e in ModelRegistry(paths).entries()] == [first.id]
+
+
 def test_featurize_past_the_limit_is_one_line_and_leaves_no_temporary_file(matmul_root):
     got = limited(2, "--data", str(matmul_root.root), "featurize")
     assert got.returncode == 2, got
@@ -546,3 +579,27 @@ def test_a_foreign_table_is_one_line_naming_the_file_and_what_was_expected(
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and expected.format(root=paths.root) in err[0], err
     assert "internal error" not in err[0]
+
+
+def test_an_import_beside_a_foreign_imported_tasks_file_is_one_line_and_stores_nothing(
+        paths, tmp_path, capsys):
+    """Issue 38: `tcl import` read zoo/imported_tasks.parquet without its schema and failed in
+    polars (ColumnNotFoundError) after storing the records; it is checked like the zoo's tables,
+    before anything is stored."""
+    from conftest import metaschedule_database
+
+    from tcl.cli import main
+
+    db = tmp_path / "db"
+    db.mkdir()
+    metaschedule_database(db)
+    paths.zoo_dir.mkdir(parents=True)
+    pl.DataFrame({"task": ["t1"], "flop": [1.0]}).write_parquet(paths.imported_tasks_file)
+    before = snapshot(paths.root)
+    assert main(["--data", str(paths.root), "import", str(db), "--device", "cpu-avx2"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].startswith(
+        f"tcl: error: imported tasks file {paths.imported_tasks_file} is not one tcl wrote: "
+        "foreign schema: missing columns task_id"), err
+    assert "move it away and import the databases again" in err[0]
+    assert snapshot(paths.root) == before          # no record stored, the file as it was

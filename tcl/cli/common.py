@@ -15,17 +15,22 @@ from typing import Callable
 import polars as pl
 
 from ..budget import budget_from_text
-from ..config import Paths, TclError, data_root, one_line
+# MAX_SEED (tcl.config): the bound of every --seed, which the command groups import from here
+from ..config import MAX_SEED, Paths, TclError, check_writable, data_root, one_line  # noqa: F401
 from ..measure.interrupt import Interrupted
 from ..pipeline.params import DEFAULT_FILE, load_params
 
 
-def _paths(args) -> Paths:
+def _paths(args, writes: bool = False) -> Paths:
+    """The data root of --data, else $TCL_DATA, else ./data; a command that ``writes`` to it
+    is refused a read-only one before any work (``check_writable``)."""
     paths = Paths(data_root(args.data, "--data")) if args.data is not None else Paths.default()
     if paths.root.exists() and not paths.root.is_dir():
         raise TclError(f"data root {paths.root} is a file; --data (or $TCL_DATA) names a "
                        "directory")
     out_path(str(paths.root), "directory", "--data")   # a file above it
+    if writes:
+        check_writable(paths.root)
     return paths
 
 
@@ -51,10 +56,6 @@ def out_path(text: str, kind: str, option: str = "--out") -> Path:
                 raise TclError(f"{option} {out}: {above} is a file, not a directory")
             break
     return out
-
-
-# A seed's range: numpy's (np.random.seed, default_rng) is 0 .. 2**32 - 1.
-MAX_SEED = 2**32 - 1
 
 
 def int_in(low: int, high: int) -> Callable[[str], int]:

@@ -23,7 +23,7 @@ from .common import (MAX_SEED, _paths, _print_frame, _zoo_tasks, budget_arg, csv
 
 
 def cmd_collect(args) -> int:
-    paths = _paths(args)
+    paths = _paths(args, writes=not args.dry_run)
     device = DeviceRegistry(paths).get(args.device)
     check_runnable(device)
     tasks = _zoo_tasks(paths, args.networks, args.split, args.max_tasks, args.small,
@@ -84,7 +84,8 @@ def _active_collect(args, paths: Paths, device, tasks) -> int:
 
 def cmd_featurize(args) -> int:
     # progress bars on a terminal only, as for tune: a log or a pipe gets the result line
-    print(f"featurized {featurize(_paths(args), progress=sys.stderr.isatty())} new programs")
+    print(f"featurized {featurize(_paths(args, writes=True), progress=sys.stderr.isatty())} "
+          "new programs")
     return 0
 
 
@@ -104,7 +105,7 @@ def cmd_query(args) -> int:
 def cmd_import(args) -> int:
     from ..measure.msjson import import_database   # lazy: torch costs ~2.5 s at import
 
-    paths = _paths(args)
+    paths = _paths(args, writes=True)
     device = DeviceRegistry(paths).get(args.device)
     stats = import_database(paths, args.dir, device, strict=args.strict)
     for p in stats.skipped():
@@ -123,7 +124,7 @@ def cmd_import(args) -> int:
 def cmd_export(args) -> int:
     from ..measure.msjson import export_database   # lazy: torch costs ~2.5 s at import
 
-    paths = _paths(args)
+    paths = _paths(args, writes=True)   # its lock lives under the data root
     done = export_database(paths, DeviceRegistry(paths).get(args.device), args.dir, args.tasks)
     print(f"exported {done.written} new records to {args.dir}"
           + (f" ({done.present} already there)" if done.present else ""))
@@ -141,7 +142,7 @@ def cmd_retire(args) -> int:
                            "2026-11-29T21:00Z") from None
 
     before, after = when("before", args.before), when("after", args.after)
-    paths = _paths(args)
+    paths = _paths(args, writes=not args.dry_run)
     DeviceRegistry(paths).get(args.device)
     done = RecordStore(paths).retire(args.device, before, args.reason, args.dry_run,
                                             after=after)

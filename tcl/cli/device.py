@@ -14,13 +14,16 @@ from ..hosts import check_this_host_may_measure, host_kind, measured_hosts, nati
 from ..store.devices import DeviceRegistry, MeasureSettings, check_runnable, host_identity
 from ..pipeline.events import check_served_params, emit_device_added, server_configured
 from ..measure.runner import wait_for_tracker
-from ..pipeline.params import load_params
-from .common import Parser, _paths, float_in, int_in
+from ..pipeline.params import DEFAULT_FILE, load_params
+from .common import Parser, _paths, float_in, int_in, optional_params
 
 
 def cmd_device(args) -> int:
-    reg = DeviceRegistry(_paths(args))
+    # a dry run's data root is the params file's, read only
+    reg = DeviceRegistry(_paths(args, writes=args.action == "add" and not args.dry_run))
     if args.action == "add":
+        # --params as given (None: not given) for the tracker's retries, the file itself for the run
+        given, args.params = args.params, args.params or DEFAULT_FILE
         _name_and_target(args, reg)
         measure = MeasureSettings(number=args.number, repeat=args.repeat,
                                   min_repeat_ms=args.min_repeat_ms, timeout_sec=args.timeout)
@@ -36,7 +39,8 @@ def cmd_device(args) -> int:
                   "nothing changed")
         else:
             d = reg.add(args.name, args.target, rpc_key=args.rpc_key, tracker=args.tracker,
-                        measure=measure, replace=args.replace, check=_tracker_check(args))
+                        measure=measure, replace=args.replace,
+                        check=_tracker_check(args, given))
             print(f"added device {d.name}: {json.dumps(d.target)}")
         if args.run:
             return _trigger_add_device(args, params)
@@ -77,14 +81,15 @@ def _name_and_target(args, reg: DeviceRegistry) -> None:
           f"{args.name} = {args.target}")
 
 
-def _tracker_check(args):
+def _tracker_check(args, params_given: str | None):
     """A remote device is registered only once its tracker answers (retried by the params
-    file's measure.retries / measure.retry_delay_s): nothing is half-registered."""
+    file's measure.retries / measure.retry_delay_s: the file --params names, which must exist,
+    else params.yaml where it exists, else 2 retries 5 s apart): nothing is half-registered."""
     if args.tracker is None:
         return None
 
-    m = load_params(args.params, check_models=False).measure if Path(args.params).exists() \
-        else None
+    params = optional_params(params_given)
+    m = params.measure if params is not None else None
     retries, delay = (m.retries, m.retry_delay_s) if m else (2, 5.0)
 
     def check(device) -> None:
@@ -181,7 +186,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="seconds before a run counts as a timeout")
     add.add_argument("--no-run", dest="run", action="store_false",
                      help="only register: do not trigger the add-device run")
-    add.add_argument("--params", default="params.yaml",
+    add.add_argument("--params",
                      help="the add-device run's params file (default: params.yaml)")
     add.add_argument("--replace", action="store_true",
                      help="redefine an existing device (refused while it has records)")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..config import TclError
+from ..config import TclError, check_writable
 from ..continual import DISTILLERS
 from ..pipeline import STAGES
 from ..pipeline import stages as pipeline
@@ -33,6 +33,8 @@ def cmd_stage(args) -> int:
     params = load_params(args.params)
     if args.device is not None:   # unknown anywhere: an error listing the known devices
         DeviceRegistry(params.paths).get(args.device)
+    if not args.dry_run:   # every stage writes to its data root
+        check_writable(params.paths.root)
     if args.name == "measure" and args.dry_run:
         todo = pipeline.measure_todo(params, args.device)
         print(todo)

@@ -14,7 +14,7 @@ def cmd_zoo(args) -> int:
     if args.zoo_command == "add":
         from ..zoo.user import UserNetworks   # lazy: torch costs ~2.6 s at import
 
-        users = UserNetworks(_paths(args), _factory_timeout(args))
+        users = UserNetworks(_paths(args, writes=True), _factory_timeout(args))
         inst, new = users.add(args.name, args.model, args.input, args.holdout)
         if not new:
             print(f"{inst.key} is already in the zoo: nothing to add")
@@ -25,7 +25,7 @@ def cmd_zoo(args) -> int:
     if args.zoo_command == "list":
         _print_frame(_zoo_listing(_paths(args)))
         return 0
-    tasks = _zoo_tasks(_paths(args), args.networks, small=args.small)
+    tasks = _zoo_tasks(_paths(args, writes=True), args.networks, small=args.small)
     print(f"{len(tasks)} tasks in the selected networks")
     return 0
 

@@ -20,11 +20,12 @@ from ..config import Paths, TclError, atomic_write, read_text, write_json
 from ..store.catalog import Catalog
 from ..store.devices import Device
 from ..store.locks import locked, path_key
-from ..store.records import (RecordStore, now_utc, program_id, read_parquet, record_id, task_id_of,
+from ..store.records import (RecordStore, now_utc, program_id, record_id, task_id_of,
                              write_parquet_atomic)
+from ..store.schemas import TASK_SCHEMA
 from ..store.traces import canonical_trace_json
 from ..tvm_compat import FAILED_RUN_SECS, meta_schedule
-from ..zoo.extract import load_tasks, task_row
+from ..zoo.extract import load_imported_tasks, load_tasks, task_row
 from .collect import measured_before
 
 WORKLOAD_FILE = "database_workload.json"
@@ -163,6 +164,7 @@ def import_database(paths: Paths, work_dir: str | Path, device: Device,
     ``source`` labels the records (default ``import:<file>``; tuning runs use ``tune``).
     """
     work_dir = Path(work_dir)
+    load_tasks(paths), load_imported_tasks(paths)   # foreign ones: refused before any record
     stats = ImportStats()
     wl_path, rec_path = work_dir / WORKLOAD_FILE, work_dir / RECORD_FILE
     workloads, task_rows = _workloads(wl_path, stats)
@@ -220,15 +222,13 @@ def import_database(paths: Paths, work_dir: str | Path, device: Device,
 
 def _remember_tasks(paths: Paths, rows: list[dict]) -> int:
     """Keep imported workloads that the zoo lacks, so records can be joined to their task."""
-    f = paths.imported_tasks_file
-    have = read_parquet(f, "imported tasks file", "move it away and import the databases "
-                        "again") if f.exists() else None
-    zoo = set(load_tasks(paths)["task_id"])
-    known = zoo | (set(have["task_id"]) if have is not None else set())
-    new = pl.DataFrame([r for r in rows if r["task_id"] not in known])
-    new = new.unique("task_id", keep="first") if len(new) else new
+    have = load_imported_tasks(paths)
+    known = set(load_tasks(paths)["task_id"]) | set(have["task_id"])
+    new = pl.DataFrame([r for r in rows if r["task_id"] not in known], schema=TASK_SCHEMA)
+    new = new.unique("task_id", keep="first", maintain_order=True)
     if len(new):
-        write_parquet_atomic(new if have is None else pl.concat([have, new], how="diagonal"), f)
+        write_parquet_atomic(pl.concat([have, new], how="diagonal"), paths.imported_tasks_file,
+                             "imported tasks file")
     return len(new)
 
 

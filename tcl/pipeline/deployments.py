@@ -36,6 +36,7 @@ from prefect.events import DeploymentEventTrigger
 from prefect.exceptions import MissingContextError
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.types.entrypoint import EntrypointType
+from prefect.utilities.callables import ParameterSchema
 
 from ..config import TclError
 from ..measure.interrupt import InfrastructureFailure
@@ -163,10 +164,27 @@ def deployments(params_file: str) -> list:
     # load this file as a package of its own ("deployments"), so every tcl module it imports
     # relatively would load a second time beside tcl's (two Pool classes, two registries...).
     module = EntrypointType.MODULE_PATH
-    return [add_device.to_deployment(name="add-device", triggers=[trigger], parameters=bound,
-                                     entrypoint_type=module),
-            refresh.to_deployment(name="refresh", cron=params.add_device.refresh_cron,
-                                  parameters=bound, entrypoint_type=module)]
+    return [_closed(add_device.to_deployment(name="add-device", triggers=[trigger],
+                                             parameters=bound, entrypoint_type=module)),
+            _closed(refresh.to_deployment(name="refresh", cron=params.add_device.refresh_cron,
+                                          parameters=bound, entrypoint_type=module))]
+
+
+class _ClosedSchema(ParameterSchema):
+    additionalProperties: bool = False   # JSON Schema's name for it
+
+
+def _closed(deployment):
+    """``deployment`` with a parameter schema that admits its flow's parameters only. Prefect's
+    schema admits any, and a run created through the API with a parameter the flow does not
+    take crashed in the served process (Prefect's engine binds the parameters before the flow
+    can refuse them); with ``enforce_parameter_schema`` (Prefect's default) the API now refuses
+    to create such a run, naming the parameter. Prefect keeps the schema in a private
+    attribute, with no public way to set it."""
+    schema = deployment._parameter_openapi_schema
+    deployment._parameter_openapi_schema = _ClosedSchema(**schema.model_dump(),
+                                                         additionalProperties=False)
+    return deployment
 
 
 def serve(params_file: str = "params.yaml") -> None:

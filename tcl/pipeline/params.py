@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from ..budget import check_budget
-from ..config import Paths, TclError, read_text
+from ..config import MAX_SEED, Paths, TclError, read_text
 from ..continual import BACKBONES, DISTILLERS
 from ..zoo import DEFAULT_FACTORY_TIMEOUT_S, FACTORY_TIMEOUT_RANGE
 
@@ -271,7 +271,7 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
                   maximum=MAX_PROGRAMS_PER_TASK),
         r.integer(s["max_train_tasks"], "sample.max_train_tasks", 1, allow_none=True),
         r.integer(s["max_holdout_tasks"], "sample.max_holdout_tasks", 1, allow_none=True),
-        r.integer(s["seed"], "sample.seed", 0, maximum=2**31 - 1))
+        r.integer(s["seed"], "sample.seed", 0, maximum=MAX_SEED))
 
     m = r.section(top["measure"], "measure", ("batch_size", "retries", "retry_delay_s"))
     measure = MeasureParams(r.integer(m["batch_size"], "measure.batch_size", 1, maximum=4096),
@@ -307,9 +307,14 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
             raise r.fail(f"train.hyper.{kind}", f"missing value for train.models[{i}] "
                                                 f"(write `{kind}: {{}}` for the defaults)")
     train = TrainParams(models, r.number(t["valid_fraction"], "train.valid_fraction", 0.0, 0.9),
-                        r.integer(t["seed"], "train.seed", 0, maximum=2**31 - 1), hyper,
+                        r.integer(t["seed"], "train.seed", 0, maximum=MAX_SEED), hyper,
                         r.integer(t["seeds"], "train.seeds", 1, maximum=20),
                         r.names(t["sources"], "train.sources", set(SOURCES), "source"))
+    last = train.seed_list[-1]   # the seeds run from train.seed up
+    if last > MAX_SEED:
+        raise r.fail("train.seed", f"must be <= {MAX_SEED - train.seeds + 1} with train.seeds "
+                                   f"{train.seeds} (its seeds would run to {last}; the largest "
+                                   f"seed is {MAX_SEED})")
 
     select = _select_params(r, top["select"], devices, known_devices, train)
 
@@ -401,7 +406,7 @@ def _select_params(r: _Reader, raw: Any, devices: tuple[str, ...], known: set[st
     return SelectParams(chosen, s["sampler"], budget,
                         r.integer(s["rounds"], "select.rounds", 1, maximum=100), weights,
                         r.boolean(s["per_task"], "select.per_task"), teacher,
-                        r.integer(s["seed"], "select.seed", 0, maximum=2**31 - 1))
+                        r.integer(s["seed"], "select.seed", 0, maximum=MAX_SEED))
 
 
 def _continual_params(r: _Reader, raw: Any, known: set[str], measured: tuple[str, ...],
@@ -423,7 +428,7 @@ def _continual_params(r: _Reader, raw: Any, known: set[str], measured: tuple[str
     return ContinualParams(
         sequence, c["backbone"], c["method"], subset, c["subset_from"],
         *(r.number(c[k], f"continual.{k}", 0.0, 1000.0) for k in ("kd_new", "kd_old", "ewc")),
-        r.integer(c["seed"], "continual.seed", 0, maximum=2**31 - 1))
+        r.integer(c["seed"], "continual.seed", 0, maximum=MAX_SEED))
 
 
 def _sequence(r: _Reader, first: Any, then: Any, known: set[str],

@@ -57,7 +57,20 @@ def refuse(error: Exception) -> State:
         raise error
     message = f"refused: {error}"
     get_run_logger().error(message)
+    for name in ("prefect.flow_runs", "prefect.engine"):   # once per logger (same function)
+        logging.getLogger(name).addFilter(_not_a_refusal)
     return Failed(message=message)
+
+
+def _not_a_refusal(record: logging.LogRecord) -> bool:
+    """False for Prefect's record of a refusal (``refuse``): the engine raises the Failed
+    state's message once more after the flow returned it and logs it with a 40-line traceback
+    ("Engine execution exited with unexpected exception"), which `tcl serve` printed for every
+    run it refused. The refusal has its one line already."""
+    from prefect.exceptions import FailedRun
+
+    error = record.exc_info[1] if record.exc_info else None
+    return not (isinstance(error, FailedRun) and str(error).startswith("refused: "))
 
 
 def run_flow(flow, **parameters):

@@ -24,8 +24,9 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import threading
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence, TypeVar
 
 import duckdb
 import polars as pl
@@ -39,6 +40,8 @@ from .records import RECORD_SCHEMA, STATUSES, RecordStore, warn_once
 from .schemas import (CANDIDATE_SCHEMA, IMPORTED_TASKS_FIX, NETWORK_SCHEMA, TASK_SCHEMA,
                       ZOO_FIX, foreign_file)
 from .selections import SELECTION_SCHEMA, SelectionStore
+
+T = TypeVar("T")
 
 _DUCK_TYPES = {pl.Utf8: "VARCHAR", pl.Float64: "DOUBLE", pl.List(pl.Float64): "DOUBLE[]",
                pl.Datetime("us", "UTC"): "TIMESTAMPTZ", pl.Int32: "INTEGER", pl.Int64: "BIGINT",
@@ -215,7 +218,7 @@ class Catalog:
 
     def sql(self, query: str) -> pl.DataFrame:
         try:
-            return self.con.sql(query).pl()
+            return interruptible(self.con, lambda: self.con.sql(query).pl())
         except duckdb.Error as e:
             raise TclError(f"query failed: {str(e).splitlines()[0]}") from None
 
@@ -248,6 +251,36 @@ class Catalog:
 
     def close(self) -> None:
         self.con.close()
+
+
+def interruptible(con: duckdb.DuckDBPyConnection, run: Callable[[], T]) -> T:
+    """``run()`` (a statement on ``con``) on a thread of its own, so that a Ctrl-C reaches this
+    one at once and stops DuckDB itself (``con.interrupt()``) before it is raised here. DuckDB
+    looks at Python's signals only between its steps, and one step (a lambda over a long list,
+    a large aggregate) held a Ctrl-C of `tcl query` for over a minute."""
+    done: dict[str, object] = {}
+    finished = threading.Event()
+
+    def work() -> None:
+        try:
+            done["value"] = run()
+        except BaseException as e:   # handed to the caller, as if it had run here
+            done["error"] = e
+        finally:
+            finished.set()
+
+    # An Event, not Thread.join: a join that a signal interrupts marks the thread as stopped
+    # while it still runs, and a process that exits then aborts inside DuckDB.
+    threading.Thread(target=work, name="duckdb-statement", daemon=True).start()
+    try:
+        finished.wait()
+    except KeyboardInterrupt:
+        con.interrupt()
+        finished.wait(timeout=30)   # DuckDB stops within its current vector
+        raise
+    if "error" in done:
+        raise done["error"]
+    return done["value"]
 
 
 def records(paths: Paths, device: str, columns: Sequence[str],

@@ -15,7 +15,7 @@ import polars as pl
 from ..config import Paths, TclError
 from ..store.locks import locked
 from ..store.records import read_parquet, task_id_of, write_parquet_atomic
-from ..store.schemas import NETWORK_SCHEMA, TASK_SCHEMA, ZOO_FIX
+from ..store.schemas import IMPORTED_TASKS_FIX, NETWORK_SCHEMA, TASK_SCHEMA, ZOO_FIX
 from ..tvm_compat import meta_schedule
 
 if TYPE_CHECKING:   # the networks import torch: see build_zoo
@@ -165,6 +165,15 @@ def load_tasks(paths: Paths) -> pl.DataFrame:
     return read_parquet(f, "zoo tasks file", ZOO_FIX, schema=TASK_SCHEMA)
 
 
+def load_imported_tasks(paths: Paths) -> pl.DataFrame:
+    """``zoo/imported_tasks.parquet``: the workloads of imported databases that the zoo lacks
+    (``tcl import``), in the zoo tasks' schema (empty when there are none)."""
+    f = paths.imported_tasks_file
+    if not f.exists():
+        return pl.DataFrame(schema=TASK_SCHEMA)
+    return read_parquet(f, "imported tasks file", IMPORTED_TASKS_FIX, schema=TASK_SCHEMA)
+
+
 def load_networks(paths: Paths) -> pl.DataFrame:
     """``zoo/networks.parquet`` (empty with the right schema when the zoo was not built yet)."""
     f = paths.networks_file
@@ -258,9 +267,7 @@ def select_tasks(paths: Paths, network_keys: list[str], max_train: int | None = 
     limits = {True: max_holdout, False: max_train}
     # The two zoo tables alone: a catalog would also open every record file (seconds on the
     # committed dataset, and every dry run selects tasks).
-    extra = paths.imported_tasks_file
-    tasks = pl.concat([load_tasks(paths)] + ([pl.read_parquet(extra)] if extra.exists() else []),
-                      how="diagonal_relaxed")
+    tasks = pl.concat([load_tasks(paths), load_imported_tasks(paths)], how="diagonal_relaxed")
     con = duckdb.connect(":memory:")
     try:
         con.register("wanted", pl.DataFrame({"network_key": network_keys},
