@@ -337,6 +337,36 @@ def test_the_dry_run_plans_from_the_zoo_and_earlier_runs(tiny, tmp_path):
     assert plan_tuning(paths, "tiny", "cpu-avx2", "xgb-online", trials=12).generations == 4
 
 
+def test_the_dry_run_expects_the_latency_of_the_closest_devices_budget_curve(tiny):
+    """`--dry-run` says what the budget buys: the device's own budget curve, else the closest
+    device's (same target, then same LLVM CPU), interpolated in log2 of the budget, the
+    setting matching the model; a malformed curve file is refused in one line."""
+    from tcl.tune import CURVES_FILE, expected_latency, plan_tuning
+
+    paths, inst, _ = tiny
+    assert "no budget curve of" in plan_tuning(paths, "tiny", "cpu-avx2", trials=12).describe()
+    point = lambda dev, target, setting, b, ms: json.dumps(   # noqa: E731
+        {"device": dev, "target": target, "network": inst.key, "setting": setting, "budget": b,
+         "latency_ms": ms, "se_ms": 1.0, "torch_ms": 50.0, "host": "Zen 4"})
+    haswell = {"kind": "llvm", "mcpu": "haswell", "num-cores": 1}   # cpu-avx2-1c's CPU
+    curves = [point("far", {"kind": "llvm", "mcpu": "znver4"}, "tcl", 4, 999.0),
+              point("near", haswell, "tcl", 4, 80.0), point("near", haswell, "tcl", 16, 60.0),
+              point("near", haswell, "xgb-online", 4, 90.0)]
+    (paths.root / CURVES_FILE).write_text("\n".join(curves) + "\n")
+    e = expected_latency(paths, "cpu-avx2", inst.key, "latest", 8.0)
+    assert e.device == "near" and e.setting == "tcl" and e.between == (4, 16)
+    assert e.latency_ms == pytest.approx(80.0 - 20.0 / 2)   # halfway in log2 between 4 and 16
+    assert expected_latency(paths, "cpu-avx2", inst.key, "xgb-online", 64.0).latency_ms == 90.0
+    assert expected_latency(paths, "cpu-avx2", inst.key, "latest", 1.0).latency_ms == 80.0
+    assert expected_latency(paths, "cpu-avx2", "other-net", "latest", 4.0) is None
+    text = plan_tuning(paths, "tiny", "cpu-avx2", trials=12).describe()
+    assert "the budget curve of near, tcl" in text and "PyTorch eager there: 50.0 ms" in text
+    (paths.root / CURVES_FILE).write_text('{"device": "near"}\n')
+    with pytest.raises(TclError, match="not a budget-curve file"):
+        expected_latency(paths, "cpu-avx2", inst.key, "latest", 8.0)
+    (paths.root / CURVES_FILE).unlink()
+
+
 def test_the_defaults_are_the_measured_best_for_tcl_and_metaschedules_own_for_its_models():
     """tcl's models run as a prior with an online residual model and a lean search by default;
     xgb-online and random keep MetaSchedule's search and no update mode; what the caller names

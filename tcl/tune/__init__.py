@@ -3,6 +3,7 @@ compile it with the tuned database, check it against PyTorch and time it end to 
 
 The modules, each importing only those above it in this list:
 
+- ``expect``: the latency a budget buys, from the published budget curves (for the dry run);
 - ``plan``: the settings and their defaults, the network instance, trials per round, the task
   scheduler, and ``plan_tuning`` (the dry run: what a run would do and about how long it would
   take, without tuning);
@@ -16,6 +17,7 @@ The modules, each importing only those above it in this list:
 Everything a caller needs is imported here: ``from tcl.tune import tune_network``.
 """
 from .curve import progress_callback, write_curve
+from .expect import CURVES_FILE, Expectation, expected_latency, read_curves
 from .plan import (ASSUMED_SEARCH_S_PER_SCORED, METASCHEDULE_SEARCH, MODELS_HELP, ONLINE,
                    SCHEDULERS, TCL_SEARCH, TCL_UPDATE, UPDATE_MODES, TuningPlan, plan_tuning,
                    resolve_instance, task_scheduler, trials_per_iter, tuning_defaults)
@@ -25,7 +27,8 @@ from .run import TOLERANCE, cost_model_for, tune_network
 from .timing import SPLIT, measure_in_pinned_process, retime, time_compiled, time_split
 
 __all__ = [
-    "ASSUMED_SEARCH_S_PER_SCORED", "CURVE_FILE", "METASCHEDULE_SEARCH", "MODELS_HELP", "ONLINE",
+    "ASSUMED_SEARCH_S_PER_SCORED", "CURVE_FILE", "CURVES_FILE", "Expectation",
+    "expected_latency", "read_curves", "METASCHEDULE_SEARCH", "MODELS_HELP", "ONLINE",
     "RUN_FILE", "SCHEDULERS", "SPLIT", "TCL_SEARCH", "TCL_UPDATE", "TOLERANCE", "UPDATE_MODES",
     "ResumeState", "TuneResult", "TuningPlan", "cost_model_for", "measure_in_pinned_process",
     "plan_tuning", "prepare_out", "progress_callback", "report_lines", "resolve_instance",

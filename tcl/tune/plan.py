@@ -15,6 +15,7 @@ from ..measure.collect import DEFAULT_RECORDS_PER_SEC, measured_throughput
 from ..store.devices import DeviceRegistry
 from ..store.records import RecordStore
 from ..zoo.extract import load_networks
+from .expect import expected_latency
 
 MODELS_HELP = "latest | a trained kind (mamba, tenset-mlp, tlp, xgb) | xgb-online | random | FILE"
 ONLINE = {"xgb-online": "xgb", "random": "random"}   # MetaSchedule's own cost models
@@ -110,6 +111,7 @@ class TuningPlan:
     rate_basis: str
     search_s_per_scored: float
     search_basis: str
+    expected: str | None = None   # the budget curve's latency at this budget (tune.expect)
 
     @property
     def rounds(self) -> int:
@@ -149,6 +151,8 @@ class TuningPlan:
             f"{self.generations + 1} populations = {self.scored} scored, at "
             f"{self.search_s_per_scored * 1e3:.1f} ms each, {self.search_basis}); compiling "
             "and timing the network come after",
+            self.expected or f"expected latency: no budget curve of {self.network} yet (`python "
+            "benchmarks/budget_curve.py --publish` makes one)",
             "nothing was tuned or written (dry run)"])
 
 
@@ -189,6 +193,8 @@ def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "late
     else:
         search, basis = ASSUMED_SEARCH_S_PER_SCORED, \
             f"assumed: no earlier tuning run on {device.name} to measure from"
+    expected = expected_latency(paths, device.name, inst.key, model, trials / tasks)
     return TuningPlan(inst.key, device.name, model, trials, tasks,
                       per_iter, population, generations, rate,
-                      rate_basis, search, basis)
+                      rate_basis, search, basis,
+                      expected.describe(trials / tasks) if expected else None)
