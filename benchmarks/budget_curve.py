@@ -234,9 +234,11 @@ def summarize(args) -> None:
     if args.frameworks and Path(args.frameworks).exists():
         for line in Path(args.frameworks).read_text().splitlines():
             f = json.loads(line)
-            print(f"frameworks ({f.get('timed', '')}, {f.get('threads', 1)} thread): eager "
-                  f"{f.get('eager_ms')}, torch.compile {f.get('torch_compile_ms')}, onnxruntime "
-                  f"{f.get('onnxruntime_ms')} ms")
+            ms = {k: "-" if f.get(k) is None else f"{f[k]:.1f}"
+                  for k in ("eager_ms", "torch_compile_ms", "onnxruntime_ms")}
+            print(f"frameworks ({f.get('threads', 1)} thread, host {host_short(f.get('host'))}):"
+                  f" eager {ms['eager_ms']}, torch.compile {ms['torch_compile_ms']}, "
+                  f"onnxruntime {ms['onnxruntime_ms']} ms")
     checks = [r for r in rows if r["run_budget"] != 64]
     for r in checks:
         prefix = c[r["setting"]].get(r["run_budget"])
