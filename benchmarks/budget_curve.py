@@ -45,6 +45,7 @@ SETTINGS = {"tcl": ("latest", "gradient"), "xgb-online": ("xgb-online", "gradien
 BUDGETS = (1, 2, 4, 8, 16, 32, 64)
 RECORDS_FILE = "database_tuning_record.json"
 WORKLOADS_FILE = "database_workload.json"
+REPO = Path(__file__).resolve().parents[1]
 
 
 def prefix_database(run_dir: Path, budget: int) -> Path:
@@ -64,6 +65,13 @@ def prefix_database(run_dir: Path, budget: int) -> Path:
     return out
 
 
+def budget_lib(run_dir: Path, budget: int, run_budget: int) -> Path:
+    """The network compiled for ``budget``: the run's own at its full budget, else the one
+    beside the budget's prefix database."""
+    return run_dir / "network.so" if budget == run_budget else \
+        run_dir / f"budget-{budget}" / "network.so"
+
+
 def compile_from(database_dir: Path, inst, device, lib: Path) -> None:
     """The network compiled with the tuned schedules of ``database_dir``."""
     from tcl.tvm_compat import compile_database, meta_schedule
@@ -75,6 +83,12 @@ def compile_from(database_dir: Path, inst, device, lib: Path) -> None:
     executable = ms.relax_integration.compile_relax(compile_database(database), mod,
                                                    device.tvm_target(), None)
     executable.export_library(str(lib))
+
+
+def repo_relative(path: str | Path) -> str:
+    """``path`` relative to the repository when it lies there (results files are committed)."""
+    path = Path(path).resolve()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
 
 
 def budget_points(paths: Paths, run_dir: Path, budgets: list[int], run_budget: int) -> list[dict]:
@@ -92,8 +106,7 @@ def budget_points(paths: Paths, run_dir: Path, budgets: list[int], run_budget: i
     for b in budgets:
         db = prefix_database(run_dir, b)
         trials = sum(1 for _ in (db / RECORDS_FILE).open())
-        # the full budget's network is the run's own
-        lib = run_dir / "network.so" if b == run_budget else db.parent / "network.so"
+        lib = budget_lib(run_dir, b, run_budget)
         if not lib.exists():
             compile_from(db, inst, device, lib)
         _, mean, std, torch_ms = time_compiled(lib, inst, inst.example(), device)
@@ -149,7 +162,8 @@ def run(args) -> None:
                "data_collection_s": n_data * seconds_per_record(paths, args.device),
                "points": budget_points(paths, out, [b for b in budgets if b <= run_budget],
                                          run_budget),
-               "summary": {k: v for k, v in asdict(r).items() if k not in ("curve", "online")}}
+               "summary": {**{k: v for k, v in asdict(r).items()
+                              if k not in ("curve", "online")}, "out": repo_relative(r.out)}}
         with results.open("a") as f:
             f.write(json.dumps(row) + "\n")
         print(f"{setting} seed {seed} (run budget {run_budget}): done in {r.tune_s:.0f} s",
@@ -159,6 +173,7 @@ def run(args) -> None:
 def retime_points(args) -> None:
     """Every point's network timed again (its ``network.so``), PyTorch eager beside it, in one
     sitting: for timings a busier host distorted. The first timing stays as ``first_ms``."""
+    from tcl.config import atomic_write
     from tcl.store.devices import DeviceRegistry
     from tcl.tune import resolve_instance, time_compiled
 
@@ -169,8 +184,7 @@ def retime_points(args) -> None:
         inst = resolve_instance(paths, r["network"])
         device = DeviceRegistry(paths).get(r["device"])
         for p in r["points"]:
-            lib = out / "network.so" if p["budget"] == r["run_budget"] else \
-                out / f"budget-{p['budget']}" / "network.so"
+            lib = budget_lib(out, p["budget"], r["run_budget"])
             _, mean, std, torch_ms = time_compiled(lib, inst, inst.example(), device)
             p.setdefault("first_ms", p["latency_ms"])
             p.setdefault("first_torch_ms", p["torch_ms"])
@@ -179,8 +193,6 @@ def retime_points(args) -> None:
             print(f"  {out.name} b={p['budget']}: {mean:.2f} ms (first {p['first_ms']:.2f}), "
                   f"PyTorch {torch_ms:.2f}", file=sys.stderr)
         r["retimed"] = True
-    from tcl.config import atomic_write
-
     with atomic_write(results, "results file") as tmp:
         tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
 

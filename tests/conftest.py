@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,19 @@ if "PREFECT_HOME" not in os.environ:
     import tempfile
 
     os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="tcl-tests-prefect-")
+
+
+def stop_group(proc: subprocess.Popen, timeout: float = 60) -> None:
+    """End a process started with ``start_new_session`` and what it started: SIGTERM to its
+    group while it runs (so it can clean up, e.g. unregister a served deployment), SIGKILL
+    when it has not ended within ``timeout`` seconds."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import stop_group
 from tcl.pipeline.add_device import STEPS
 from tcl.config import TclError
 
@@ -434,7 +435,6 @@ def test_serve_without_a_server_starts_one_that_schedules_and_hears_events(first
     loopback, the cron-scheduled refresh runs, `tcl device add` from another process finds the
     server and its event triggers the add-device deployment; SIGTERM stops both."""
     import os
-    import signal
     import urllib.request
 
     from tcl.registry import ModelRegistry
@@ -473,13 +473,7 @@ def test_serve_without_a_server_starts_one_that_schedules_and_hears_events(first
             raise AssertionError(f"{e}; add-device runs by state: {runs}; serve log ends:\n"
                                  f"{log.read_text()[-3000:]}") from None
     finally:
-        if serve.poll() is None:
-            os.killpg(serve.pid, signal.SIGTERM)
-        try:
-            serve.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(serve.pid, signal.SIGKILL)
-            serve.wait()
+        stop_group(serve)
     assert "started a Prefect server at" in log.read_text()
     assert not info_file.exists()                      # unregistered on exit
     with pytest.raises(OSError):                       # and its server is gone

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import stop_group
 from flows._common import main  # first: Prefect's defaults (the ephemeral start-up timeout)
 from tcl.config import TclError
 from tcl.pipeline.events import SERVED_PARAMS, TRIGGER_PARAMETERS, served_params
@@ -144,7 +145,6 @@ def test_a_served_refusal_is_one_line_and_an_unknown_parameter_is_refused(served
     parameter, naming it."""
     import json
     import os
-    import signal
     import time
     import urllib.error
     import urllib.request
@@ -191,12 +191,7 @@ def test_a_served_refusal_is_one_line_and_an_unknown_parameter_is_refused(served
         time.sleep(5)   # what Prefect logs after the run's end (its traceback, before the fix)
     finally:
         for p in reversed(procs):   # tcl serve first: it pauses its deployments on the server
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
+            stop_group(p)
     text = log.read_text()
     assert "Traceback" not in text, text[-5000:]
     errors = [line for line in text.splitlines() if "| ERROR" in line]

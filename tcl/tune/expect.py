@@ -76,10 +76,8 @@ def expected_latency(paths: Paths, device_name: str, network_key: str, model: st
             if r["network"] == network_key and r["setting"] == setting]
     if not rows:
         return None
-    best = max({r["device"] for r in rows},
-               key=lambda d: (d == device_name,
-                              closeness(device, next(r for r in rows if r["device"] == d)
-                                        .get("target", {}))))
+    targets = {r["device"]: r.get("target", {}) for r in rows}
+    best = max(targets, key=lambda d: (d == device_name, closeness(device, targets[d])))
     points = sorted((r for r in rows if r["device"] == best), key=lambda r: r["budget"])
     lo = max((p for p in points if p["budget"] <= per_task), key=lambda p: p["budget"],
              default=points[0])
