@@ -41,7 +41,7 @@ from tcl.metrics import standard_error
 # defaults for the model (tcl: residual, 64 x 2; MetaSchedule's own: 512 x 4)
 SETTINGS = {"tcl": ("latest", "gradient"), "xgb-online": ("xgb-online", "gradient"),
             "random": ("random", "gradient"),
-            "xgb-online, round-robin": ("xgb-online", "round-robin")}
+            "xgb-online-round-robin": ("xgb-online", "round-robin")}   # no commas: --settings splits
 BUDGETS = (1, 2, 4, 8, 16, 32, 64)
 RECORDS_FILE = "database_tuning_record.json"
 WORKLOADS_FILE = "database_workload.json"
@@ -144,8 +144,7 @@ def run(args) -> None:
         if setting not in SETTINGS:
             raise TclError(f"setting {setting!r}: expected one of {', '.join(SETTINGS)}")
         model, scheduler = SETTINGS[setting]
-        tag = setting.replace(", ", "-")
-        out = Path(args.work) / f"{args.network}-{args.device}-{tag}-b{run_budget}-s{seed}"
+        out = Path(args.work) / f"{args.network}-{args.device}-{setting}-b{run_budget}-s{seed}"
         r = tune_network(paths, args.network, args.device, model, trials=tasks * run_budget,
                          seed=seed, scheduler=scheduler, out=out, progress=False,
                          set_aside=True)   # an interrupted run: its records kept, started over
