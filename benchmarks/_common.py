@@ -68,7 +68,7 @@ def pipeline_task_ids(root, params_file: str) -> set[str]:
     task caps), looked up in the zoo under ``root``: benchmarks train on what the stages do."""
     from tcl.config import Paths
     from tcl.pipeline.params import load_params
-    from tcl.pipeline.tasks import instances
+    from tcl.pipeline.inputs import instances
     from tcl.zoo.extract import select_tasks
 
     params = load_params(params_file)

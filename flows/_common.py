@@ -1,14 +1,17 @@
 """What every flow module shares: Prefect's defaults (``tcl.pipeline.prefect_setup``, set on import,
-before Prefect is imported) and the ``python -m flows.<name> --params FILE`` entry point."""
+before Prefect is imported), the ``python -m flows.<name> --params FILE`` entry point and the
+one retry rule of the flows' tasks (``transient``)."""
 from __future__ import annotations
 
 import inspect
 import os
 import sys
 
+from tcl.config import TclError
+from tcl.measure.interrupt import InfrastructureFailure
 from tcl.pipeline.prefect_setup import prefect_defaults, refuse, run_flow, run_flow_command
 
-__all__ = ["main", "map_over_tasks", "prefect_defaults", "refuse", "run_flow"]
+__all__ = ["main", "map_over_tasks", "prefect_defaults", "refuse", "run_flow", "transient"]
 
 
 def main(flow, argv: list[str] | None = None) -> int:
@@ -16,9 +19,8 @@ def main(flow, argv: list[str] | None = None) -> int:
     one line (the traceback goes to the flow's log file, which the line names). The params
     file (and the device, for a flow that takes one) is validated before the flow starts, so
     bad input never reaches Prefect (which would log a traceback)."""
+    from tcl.config import Parser, one_line
     from tcl.pipeline.add_device import check_device
-    from tcl.cli import Parser
-    from tcl.config import TclError, one_line
     from tcl.pipeline.params import load_params
 
     parser = Parser(prog=f"python -m flows.{flow.name.replace('-', '_')}",
@@ -48,3 +50,19 @@ def map_over_tasks(task_fn, params, task_ids: list[str]) -> int:
 
     futures = task_fn.map(unmapped(params), scale_out.chunks(task_ids, params))
     return sum(f.result() for f in futures)
+
+
+def transient(_task, _task_run, state) -> bool:
+    """The retry condition of every flow task that measures: retry a failure that is not the
+    input's, the tracker's or runner's (``InfrastructureFailure``) or an unexpected error; what
+    was stored is kept, and the step resumes from the store. Bad input, a host that cannot run
+    the device and an interrupt (each a ``TclError``) fail at once."""
+    try:
+        state.result()
+    except InfrastructureFailure:
+        return True
+    except TclError:
+        return False
+    except Exception:
+        return True
+    return False

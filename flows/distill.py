@@ -9,14 +9,14 @@ from flows._common import main  # first: sets Prefect's defaults before it is im
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from tcl.pipeline import stages as pipeline
+from tcl.pipeline import stages
 from tcl.pipeline.params import Params, load_params
 
 
 @task(name="distill-device", cache_policy=NO_CACHE)
 def distill_device(params: Params, device: str) -> dict:
     """One device (= the DVC stage distill@<device>): its model, registered, and its report."""
-    return pipeline.run_distill(params, device)[device]
+    return stages.run_distill(params, device)[device]
 
 
 @flow(name="distill", log_prints=True)

@@ -9,13 +9,13 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from tcl.pipeline import stages as pipeline
+from tcl.pipeline import stages
 from tcl.pipeline.params import Params, load_params
 
 
 @task(name="evaluate-models", cache_policy=NO_CACHE)
 def evaluate_models(params: Params) -> dict[str, str]:
-    _, files = pipeline.run_evaluate(params)
+    _, files = stages.run_evaluate(params)
     return {name: str(path) for name, path in files.items()}
 
 

@@ -7,19 +7,19 @@ from flows._common import main, map_over_tasks  # first: sets Prefect's defaults
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from tcl.pipeline import scale_out, stages as pipeline
+from tcl.pipeline import scale_out, stages
 from tcl.pipeline.params import Params, load_params
 
 
 @task(name="featurize-programs", cache_policy=NO_CACHE)
 def featurize_programs(params: Params, task_ids: list[str]) -> int:
-    return pipeline.run_featurize(params, progress=False, task_ids=task_ids)
+    return stages.run_featurize(params, progress=False, task_ids=task_ids)
 
 
 @flow(name="featurize-tasks", log_prints=True)
 def featurize_tasks(params: Params) -> int:
     """One Prefect task per chunk of tasks, on the configured task runner."""
-    return map_over_tasks(featurize_programs, params, pipeline.feature_tasks(params))
+    return map_over_tasks(featurize_programs, params, stages.feature_tasks(params))
 
 
 @flow(name="featurize", log_prints=True)

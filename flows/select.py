@@ -5,26 +5,25 @@ from __future__ import annotations
 
 import sys
 
-from flows._common import main  # first: sets Prefect's defaults before it is imported
+from flows._common import main, transient  # first: sets Prefect's defaults before it is imported
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.measure import transient
-from tcl.pipeline import stages as pipeline
+from tcl.pipeline import stages
+from tcl.pipeline.inputs import retry_options
 from tcl.pipeline.params import Params, load_params
 
 
 @task(name="select-device", cache_policy=NO_CACHE, retry_condition_fn=transient)
 def select_device(params: Params, device: str):
-    return pipeline.run_select(params, device, progress=False)
+    return stages.run_select(params, device, progress=False)
 
 
 @flow(name="select", log_prints=True)
 def select(params_file: str = "params.yaml") -> dict:
     """Select and measure a budget of each selection device's candidates."""
     params = load_params(params_file)
-    retried = select_device.with_options(retries=params.measure.retries,
-                                         retry_delay_seconds=params.measure.retry_delay_s)
+    retried = select_device.with_options(**retry_options(params))
     return {device: retried(params, device) for device in params.select.devices}
 
 

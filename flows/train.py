@@ -1,5 +1,5 @@
 """Train flow: every (device, model kind) fitted on the device's training tasks, all fits (and
-their seeds) in one pool of single-threaded processes (``tcl.pipeline.run_train_all``)."""
+their seeds) in one pool of single-threaded processes (``tcl.stages.run_train_all``)."""
 from __future__ import annotations
 
 import sys
@@ -8,13 +8,13 @@ from flows._common import main  # first: sets Prefect's defaults before it is im
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from tcl.pipeline import stages as pipeline
+from tcl.pipeline import stages
 from tcl.pipeline.params import Params, load_params
 
 
 @task(name="train-models", cache_policy=NO_CACHE)
 def train_models(params: Params) -> list[str]:
-    return [str(f) for f in pipeline.run_train_all(params).values()]
+    return [str(f) for f in stages.run_train_all(params).values()]
 
 
 @flow(name="train", log_prints=True)

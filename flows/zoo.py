@@ -7,13 +7,13 @@ from flows._common import main  # first: sets Prefect's defaults before it is im
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from tcl.pipeline import stages as pipeline
+from tcl.pipeline import stages
 from tcl.pipeline.params import Params, load_params
 
 
 @task(name="extract-tasks", cache_policy=NO_CACHE)
 def extract_tasks(params: Params) -> int:
-    return pipeline.run_zoo(params)
+    return stages.run_zoo(params)
 
 
 @flow(name="zoo", log_prints=True)

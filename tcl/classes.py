@@ -42,6 +42,11 @@ class ClassRegistry(Mapping[str, type]):
     def __len__(self) -> int:
         return len(self._locations)
 
+    def add(self, name: str, module: str, cls: str) -> None:
+        """Name one more class: a package above the registry's own adds the classes it defines
+        (``tcl.continual`` adds the "continual" model kind), so the registry names none of them."""
+        self._locations[name] = (module, cls)
+
     def get_class(self, name: str) -> type:
         if name not in self:
             raise TclError(f"unknown {self.what} {name!r}; known: {', '.join(self)}")

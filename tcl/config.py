@@ -1,6 +1,7 @@
 """Where tcl keeps its data. One place for every path, so the CLI, flows and tests agree."""
 from __future__ import annotations
 
+import argparse
 import errno
 import os
 import re
@@ -24,6 +25,14 @@ MAX_SEED = 2**32 - 1
 def one_line(text: object) -> str:
     """``text`` as one line (its lines joined by " | "): how every error reaches a terminal."""
     return " | ".join(line.strip() for line in str(text).strip().splitlines() if line.strip())
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the problem (and where to read more): the
+    parser of every command line tcl reads (``tcl``, ``python -m flows.X``)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def read_text(path: Path, what: str) -> str:

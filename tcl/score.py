@@ -19,7 +19,7 @@ from . import metrics
 from .config import Paths, TclError
 from .dataset import load_program_set
 from .features import featurize
-from .predict import resolve_model
+from .registry import resolve_model
 from .store.catalog import Catalog
 from .zoo.extract import load_networks
 
@@ -103,7 +103,7 @@ def score_records(paths: Paths, device: str, model: str | None = None, *,
     weights = network_weights(paths, networks, weights_file)   # bad weights: before any work
     records, tasks = _records(paths, device, source, task_ids)
     # before featurizing: a model of another device (or an unreadable file) is refused early
-    scorer, what = resolve_model(paths, device, model, any_device)
+    found = resolve_model(paths, device, model, any_device=any_device)
     ids = records["task_id"].unique().sort().to_list()
     if weights is not None:
         ids = sorted(set(ids) & set(weights["task_id"].to_list()))
@@ -118,11 +118,11 @@ def score_records(paths: Paths, device: str, model: str | None = None, *,
     keep = np.isin(programs.program_ids.astype(str), records["program_id"].to_list())
     if not keep.all():                          # --source: only that source's programs
         programs = programs.subset(np.flatnonzero(keep))
-    scores = np.asarray(scorer.predict(programs), np.float64)
+    scores = np.asarray(found.model.predict(programs), np.float64)
     per_task = metrics.task_metrics(scores, programs.latency, programs.task_ids.astype(str), ks)
     out_tasks = metrics.task_scores(per_task, ks).join(tasks, on="task_id", how="left") \
         .select("task_id", "task_name", "op_class", "n_programs",
                 *[f"top{k}" for k in ks], "pairwise").sort("task_id")
-    return {"model": what, "tasks": out_tasks,
+    return {"model": found.what, "tasks": out_tasks,
             "networks": None if weights is None else metrics.network_metrics(per_task, weights, ks),
             "classes": metrics.class_metrics(per_task, tasks, ks)}

@@ -172,7 +172,7 @@ def test_a_collection_reports_progress_while_it_measures(first_model):
     """A progress line (measured of the total, rate, ETA) every ``every_s`` seconds."""
     from tcl.store.devices import DeviceRegistry
     from tcl.measure.collect import collect
-    from tcl.pipeline.tasks import selected_tasks
+    from tcl.pipeline.inputs import selected_tasks
 
     params = first_model
     _tcl(params.source.parent, "device", "add", "watched", "--target", BOARD, "--no-run")

@@ -1,7 +1,9 @@
 """The library's layers read top to bottom (docs/architecture.md, "Layers"), checked on the
 import graph of ``tcl`` as the source states it: every ``import`` and ``from`` of a tcl module,
-at module top or inside a function, relative imports resolved. Built with ``ast``: nothing of
-tcl is imported, so this takes well under a second."""
+at module top or inside a function, relative imports resolved; and every module loaded by a
+string (``importlib.import_module("tcl...")``, ``__import__``, or a module named in a class
+registry such as ``tcl.models.MODEL_KINDS``), which an import statement does not show. Built
+with ``ast``: nothing of tcl is imported, so this takes well under a second."""
 from __future__ import annotations
 
 import ast
@@ -34,15 +36,24 @@ def _name_of(path: Path) -> tuple[str, bool]:
 
 
 @lru_cache(maxsize=1)
+def _files() -> dict[tuple[str, bool], Path]:
+    return {_name_of(f): f for f in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _known(name: str) -> str:
+    """The module itself, or the package that defines the name."""
+    modules = {m for m, _ in _files()}
+    while name not in modules and "." in name:
+        name = name.rsplit(".", 1)[0]
+    return name
+
+
+@lru_cache(maxsize=1)
 def _graph() -> dict[str, set[str]]:
     """Module -> the tcl modules (and ``flows`` modules) it imports."""
-    files = {_name_of(f): f for f in sorted(PACKAGE.rglob("*.py"))}
+    files = _files()
     modules = {name for name, _ in files}
-
-    def known(name: str) -> str:   # the module itself, or the package that defines the name
-        while name not in modules and "." in name:
-            name = name.rsplit(".", 1)[0]
-        return name
+    known = _known
 
     graph: dict[str, set[str]] = {}
     for (module, is_package), path in files.items():
@@ -68,6 +79,31 @@ def _graph() -> dict[str, set[str]]:
                 elif name.split(".")[0] == "tcl" and known(name) != module:
                     out.add(known(name))
     return graph
+
+
+def string_loads(source: str) -> set[str]:
+    """The tcl modules ``source`` loads by a string: the literal argument of an
+    ``import_module``/``__import__`` call, and any string that is a tcl module's full name (a
+    class registry's ``(module, class)`` entries; the bare "tcl" is a program's name too)."""
+    modules = {m for m, _ in _files()}
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and node.args \
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str) \
+                and getattr(node.func, "attr", getattr(node.func, "id", None)) \
+                in ("import_module", "__import__") \
+                and node.args[0].value.split(".")[0] == "tcl":
+            found.add(_known(node.args[0].value))
+        elif isinstance(node, ast.Constant) and node.value in modules - {"tcl"}:
+            found.add(node.value)
+    return found
+
+
+@lru_cache(maxsize=1)
+def _loads() -> dict[str, set[str]]:
+    """Module -> the tcl modules it loads by a string (``string_loads``), itself left out."""
+    return {m: loads - {m} for (m, _), f in _files().items()
+            if (loads := string_loads(f.read_text(encoding="utf-8")) - {m})}
 
 
 def _room(module: str) -> str:
@@ -113,8 +149,11 @@ def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def _tcl_edges(exempt: set[str]) -> dict[str, set[str]]:
-    return {m: {t for t in ts if t.startswith("tcl") and _room(t) not in exempt}
+def _tcl_edges(exempt: set[str], loads: bool = False) -> dict[str, set[str]]:
+    """Module -> the tcl modules it imports (and, with ``loads``, loads by a string)."""
+    extra = _loads() if loads else {}
+    return {m: {t for t in ts | extra.get(m, set()) if t.startswith("tcl")
+                and _room(t) not in exempt}
             for m, ts in _graph().items() if _room(m) not in exempt}
 
 
@@ -126,17 +165,28 @@ def test_the_graph_sees_the_library():
     assert "tcl.pipeline.params" in graph["tcl.pipeline.stages"]   # a relative import resolved
 
 
+def test_the_graph_sees_modules_loaded_by_a_string():
+    loads = _loads()
+    assert {"tcl.samplers.rdu", "tcl.samplers.random"} <= loads["tcl.samplers"]
+    assert "tcl.continual.scratch" in loads["tcl.continual"]     # DISTILLERS
+    assert "tcl.continual.model" in loads["tcl.continual"]       # the "continual" model kind
+    assert string_loads('import importlib\nimportlib.import_module("tcl.continual.model")\n'
+                        '__import__("tcl.registry")\n') == {"tcl.continual.model",
+                                                             "tcl.registry"}
+
+
 def test_no_import_circles_between_modules_or_rooms():
-    modules = _tcl_edges(CIRCLE_EXEMPT)
-    assert _circles(modules) == []
+    # modules: imports only (a package's registry loads its own modules, which import it back);
+    # rooms: string loads too
+    assert _circles(_tcl_edges(CIRCLE_EXEMPT)) == []
     rooms: dict[str, set[str]] = {}
-    for m, ts in modules.items():
+    for m, ts in _tcl_edges(CIRCLE_EXEMPT, loads=True).items():
         rooms.setdefault(_room(m), set()).update(_room(t) for t in ts if _room(t) != _room(m))
     assert _circles(rooms) == []
 
 
 def test_imports_point_down_the_layers():
-    upward = {(m, t) for m, ts in _tcl_edges(set()).items() for t in ts
+    upward = {(m, t) for m, ts in _tcl_edges(set(), loads=True).items() for t in ts
               if _layer(_room(t)) > _layer(_room(m))}
     assert upward == set(ALLOWED_UPWARD), "an import runs up a layer: move the shared thing down"
 
@@ -146,6 +196,14 @@ def test_only_the_pipeline_and_the_cli_read_the_params():
     assert readers and all(_room(m) in PIPELINE | FACES for m in readers), sorted(readers)
 
 
-def test_the_library_never_imports_flows():
-    assert {m: sorted(t for t in ts if t.startswith("flows")) for m, ts in _graph().items()
-            if any(t.startswith("flows") for t in ts)} == {}
+def test_only_the_cli_imports_flows_and_flows_never_the_cli():
+    """flows/ sits between the pipeline and the CLI: the library below never imports it, the CLI
+    does for the flows it runs or serves (``tcl device add``, ``tcl serve``), and flows/ imports
+    no CLI module (that would be a circle between the two faces)."""
+    importers = {m for m, ts in _graph().items() if any(t.startswith("flows") for t in ts)}
+    assert importers and all(_room(m) in FACES for m in importers), sorted(importers)
+    for f in sorted((PACKAGE.parent / "flows").glob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n.startswith("tcl.cli") for n in names), f"{f.name}: {names}"

@@ -251,7 +251,7 @@ def _other_device_model(tmp_path) -> Path:
 
 
 def test_model_devices_reads_heads_training_facts_and_place(paths, tmp_path):
-    from tcl.predict import check_model_device, model_devices
+    from tcl.registry import check_model_device, model_devices
 
     f = _other_device_model(tmp_path)
     assert model_devices(paths, f) == ([OTHER], str(f.with_suffix(".json")))
@@ -276,7 +276,7 @@ def test_predict_score_and_tune_refuse_another_devices_model_unless_any_device(
     CLI passes --any-device on to it."""
     import tcl.cli.tune
     import tcl.tune
-    from tcl.predict import resolve_model
+    from tcl.registry import resolve_model
 
     f = _other_device_model(tmp_path)
     add_records(paths)
@@ -304,8 +304,8 @@ def test_predict_score_and_tune_refuse_another_devices_model_unless_any_device(
     code, _, err = run(capsys, "--data", str(paths.root), "score", "--device", DEVICE,
                        "--model", str(f), "--any-device")
     assert code == 2 and refused not in err and "no workload" in err, err
-    model, what = resolve_model(paths, DEVICE, str(f), any_device=True)   # what tune gets
-    assert what == str(f) and model.kind == "tenset-mlp"
+    got = resolve_model(paths, DEVICE, str(f), any_device=True)   # what tune gets
+    assert got.what == str(f) and got.model.kind == "tenset-mlp"
     seen = {}
     # the name `tcl tune` calls: tcl.cli.tune imports it at its top
     monkeypatch.setattr(tcl.cli.tune, "tune_network", lambda *a, **kw: seen.update(kw) or 1 / 0)
@@ -321,10 +321,55 @@ def test_a_continual_model_serving_other_devices_is_refused(paths, tmp_path, cap
     code, _, err = run(capsys, "--data", str(paths.root), "predict", str(tmp_path / "db"),
                        "--device", DEVICE, "--model", str(f))
     assert code == 2 and "the devices it serves" in err and f"'{OTHER}'" in err, err
-    from tcl.predict import resolve_model
+    from tcl.registry import resolve_model
 
-    model, _ = resolve_model(paths, DEVICE, str(f), any_device=True)
+    model = resolve_model(paths, DEVICE, str(f), any_device=True).model
     assert model.target == OTHER                       # its own head scores
+
+
+def test_resolve_model_takes_every_spec_form(paths):
+    """Issue 41: one rule for which model a step uses: a kind, a file, latest (and its fallback
+    to a trained kind), DEVICE/latest and */latest (a teacher), DEVICE/KIND and */KIND, none."""
+    from tcl.registry import resolve_model
+
+    def tiny(f: Path) -> Path:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        make_model("tenset-mlp", device="cpu", **TINY["tenset-mlp"]).save(f)
+        return f
+
+    tiny(paths.model_file(DEVICE, "tenset-mlp"))
+    tiny(paths.model_file(OTHER, "tenset-mlp"))
+    root = paths.root.name
+    for spec in ("tenset-mlp", "latest", None):    # a kind; latest with nothing registered
+        got = resolve_model(paths, DEVICE, spec)
+        assert (got.what, got.entry) == (f"{root}/models/{DEVICE}/tenset-mlp.model", None), spec
+    loose = tiny(paths.root / "loose.model")       # a file: named relative to the data root
+    assert resolve_model(paths, DEVICE, str(loose)).what == f"{root}/loose.model"
+    for spec in (f"{OTHER}/tenset-mlp", "*/tenset-mlp"):   # another device's: on purpose only
+        assert resolve_model(paths, DEVICE, spec, any_device=True).what == f"{OTHER}/tenset-mlp"
+        with pytest.raises(TclError, match=f"trained on device '{OTHER}'.*--any-device"):
+            resolve_model(paths, DEVICE, spec)
+
+    mine = register(paths, tiny_continual([DEVICE]), DEVICE)
+    theirs = register(paths, tiny_continual([DEVICE, OTHER], seed=1), OTHER)
+    got = resolve_model(paths, DEVICE, "latest")
+    assert (got.what, got.entry.id, got.model.target) == (f"registry {mine.id}", mine.id, DEVICE)
+    for spec in (f"{OTHER}/latest", "*/latest"):  # another device's newest (its head): a teacher
+        got = resolve_model(paths, DEVICE, spec)      # it serves DEVICE too: no refusal
+        assert (got.what, got.entry.id, got.model.target) == (f"registry {theirs.id}",
+                                                              theirs.id, OTHER), spec
+    assert resolve_model(paths, DEVICE, "*/latest", backbone="mamba", optional=True) is None
+    with pytest.raises(TclError, match=r"trained on device 'cpu-avx2' \(the devices it serves"):
+        resolve_model(paths, OTHER, f"{DEVICE}/latest")
+
+    assert resolve_model(paths, DEVICE, "none", optional=True) is None
+    with pytest.raises(TclError, match="model 'none': this step needs a model"):
+        resolve_model(paths, DEVICE, "none")
+    assert resolve_model(paths, DEVICE, "mamba", optional=True) is None   # nothing there
+    with pytest.raises(TclError, match=rf"{OTHER}/mamba: .* does not exist"):
+        resolve_model(paths, DEVICE, f"{OTHER}/mamba")
+    with pytest.raises(TclError, match="no registered continual model serves device 'x'"):
+        resolve_model(paths, "x", "continual")
 
 
 def test_any_device_is_one_flag_on_every_command_that_takes_a_model():
@@ -401,7 +446,7 @@ def test_a_trained_model_file_names_its_device_wherever_it_is_copied(paths, tmp_
     another device's predict and score; the file now records its device itself."""
     import shutil
 
-    from tcl.predict import resolve_model
+    from tcl.registry import resolve_model
     from tcl.train import train_seeds
 
     training_root(paths)
@@ -415,7 +460,7 @@ def test_a_trained_model_file_names_its_device_wherever_it_is_copied(paths, tmp_
                            "--model", str(loose))
         assert code == 2 and len(err.splitlines()) == 1, err
         assert f"trained on device '{DEVICE}' (recorded in the file), not '{OTHER}'" in err, err
-    model, _ = resolve_model(paths, OTHER, str(loose), any_device=True)   # the way out
+    model = resolve_model(paths, OTHER, str(loose), any_device=True).model   # the way out
     assert model.made_for == DEVICE
 
 

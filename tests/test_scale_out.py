@@ -32,7 +32,7 @@ def _params(root: Path, **scale_out):
 
 def _frames(params):
     from tcl.features import load_features
-    from tcl.pipeline.tasks import selected_tasks
+    from tcl.pipeline.inputs import selected_tasks
     from tcl.sampling import load_candidates
 
     ids = selected_tasks(params)["task_id"].to_list()

@@ -54,8 +54,8 @@ def test_an_event_names_only_the_device_of_the_served_run(served, tmp_path):
     bound = str(served.resolve())
     assert add_device.parameters == refresh.parameters == {"params_file": bound}
     # imported by module path in the run, so tcl's modules load once (not as a script's package)
-    assert (add_device.entrypoint, refresh.entrypoint) == ("tcl.pipeline.deployments.add_device",
-                                                           "tcl.pipeline.deployments.refresh")
+    assert (add_device.entrypoint, refresh.entrypoint) == ("flows.add_device.add_device",
+                                                           "flows.refresh.refresh")
     assert add_device.triggers[0].parameters == TRIGGER_PARAMETERS
     other = tmp_path / "other" / "params.yaml"      # another data root's params: never read
     crafted = Event(event="tcl.device.added",
@@ -114,6 +114,34 @@ def test_every_flow_entry_point_rejects_a_bad_params_file_in_one_line(tmp_path, 
         assert main(flow, argv) == 2, module
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"{flow.name}: error: {bad}: "), (module, err)
+
+
+def test_one_retry_rule_for_every_flow_task():
+    """Issue 41: the measure, select and add-device tasks retry by one rule
+    (``flows._common.transient``): the tracker or runner failing, or an unexpected error, is
+    retried; bad input and an interrupt (TclErrors) are not, nor a success."""
+    from flows import add_device, measure, select
+    from flows._common import transient
+    from tcl.measure.interrupt import InfrastructureFailure, Interrupted
+
+    class State:
+        def __init__(self, error=None):
+            self.error = error
+
+        def result(self):
+            if self.error is not None:
+                raise self.error
+
+    retried = {name: transient(None, None, State(e)) for name, e in (
+        ("infrastructure", InfrastructureFailure("tracker gone")),
+        ("unexpected", RuntimeError("runner worker died")),
+        ("bad input", TclError("unknown device")), ("interrupt", Interrupted(2, "stopped")),
+        ("success", None))}
+    assert retried == {"infrastructure": True, "unexpected": True, "bad input": False,
+                       "interrupt": False, "success": False}
+    for task in (measure.measure_device, select.select_device, add_device.select_task,
+                 add_device.measure_task, add_device.evaluation_task):
+        assert task.retry_condition_fn is transient, task.name
 
 
 def test_python_m_flows_prints_one_line_and_no_traceback(served, tmp_path):

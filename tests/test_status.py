@@ -13,7 +13,7 @@ from test_store import rows
 from tcl.cli import main
 from tcl.continual.model import MultiDeviceModel
 from tcl.pipeline.params import load_params
-from tcl.pipeline.tasks import instances
+from tcl.pipeline.inputs import instances
 from tcl.registry import ModelRegistry
 from tcl.pipeline.status import device_status
 from tcl.store.records import RecordStore, now_utc, write_parquet_atomic

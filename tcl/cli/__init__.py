@@ -9,8 +9,8 @@ import os
 from . import data, device, models, pipeline, serve, status, tune, zoo
 from .common import Parser, _interrupted, _note_sigint, _run, _zoo_tasks
 
-# what flows/ and benchmarks/ import from tcl.cli, beside main and build_parser
-__all__ = ["Parser", "_zoo_tasks", "build_parser", "main"]
+# what benchmarks/ import from tcl.cli, beside main and build_parser
+__all__ = ["_zoo_tasks", "build_parser", "main"]
 
 # the command groups, in the order `tcl --help` lists their commands
 GROUPS = (device, zoo, data, models, tune, status, serve, pipeline)

@@ -15,8 +15,10 @@ from typing import Callable
 import polars as pl
 
 from ..budget import budget_from_text
-# MAX_SEED (tcl.config): the bound of every --seed, which the command groups import from here
-from ..config import MAX_SEED, Paths, TclError, check_writable, data_root, one_line  # noqa: F401
+# MAX_SEED (tcl.config): the bound of every --seed, and Parser (tcl.config: flows/ parses with it
+# too), which the command groups import from here
+from ..config import (MAX_SEED, Parser, Paths, TclError, check_writable, data_root,  # noqa: F401
+                      one_line)
 from ..measure.interrupt import Interrupted
 from ..pipeline.params import DEFAULT_FILE, load_params
 
@@ -85,13 +87,6 @@ def float_in(low: float, high: float, low_open: bool = False) -> Callable[[str],
         return value
     parse.low, parse.high = low, high
     return parse
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line naming the problem (and where to read more)."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def _print_frame(frame) -> None:

@@ -12,9 +12,9 @@ import polars as pl
 from ..config import Paths, TclError
 from ..store.devices import DeviceRegistry, check_runnable
 from ..features import featurize
-from ..measure.active import Selection, plan_active, select_and_measure, teacher_model
+from ..measure.active import Selection, plan_active, select_and_measure
 from ..measure.collect import collect, plan
-from ..models import load_model
+from ..registry import SPEC_HELP, resolve_model
 from ..sampling import MAX_PROGRAMS_PER_TASK
 from ..store.catalog import records
 from ..store.records import RecordStore
@@ -62,20 +62,29 @@ def cmd_collect(args) -> int:
     return 0
 
 
+# --select's model without --model (cold start: nothing is measured on the device yet): another
+# device's trained model that embeds programs, the first of these found; else none.
+COLD_START = ("*/tenset-mlp", "*/mamba")
+
+
 def _active_collect(args, paths: Paths, device, tasks) -> int:
-    options = {} if args.per_task is None else {"per_task": args.per_task == "yes"}
-    selection = Selection(args.select, args.budget, args.rounds, options, seed=args.seed,
-                          first_tasks=getattr(args, "first_tasks", ()))
+    selection = Selection.of(args.select, args.budget, args.rounds,
+                             per_task=None if args.per_task is None else args.per_task == "yes",
+                             seed=args.seed, first_tasks=getattr(args, "first_tasks", ()))
     if args.dry_run:  # counts only: no model is loaded, nothing sampled or featurized
         print(plan_active(paths, device, tasks, args.programs_per_task, selection).describe())
         return 0
-    model, name = (None, "none")
-    if args.model:
-        model, name = load_model(args.model), args.model
+    found = None
+    if args.model:   # named on purpose, whatever device made it; none: no model, missing: an error
+        found = resolve_model(paths, device.name, args.model, any_device=True,
+                              optional=args.model == "none")
     elif args.select != "random":
-        model, name = teacher_model(paths, device.name)
+        found = next(filter(None, (resolve_model(paths, device.name, spec, any_device=True,
+                                                 optional=True) for spec in COLD_START)), None)
     stats = select_and_measure(paths, device, tasks, args.programs_per_task, selection,
-                               model=model, model_name=name, batch_size=args.batch_size)
+                               model=found.model if found else None,
+                               model_name=found.what if found else "none",
+                               batch_size=args.batch_size)
     c = stats.collect
     print(f"selected and measured {c.measured} programs in {len(stats.rounds)} round(s) "
           f"({c.errors} errors), {c.skipped} measured before; wall {c.wall_secs:.0f}s")
@@ -196,8 +205,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--rounds", type=int_in(1, 100), default=1,
                    help="with --select: later rounds take uncertainty from a model trained on "
                         "the rounds so far")
-    c.add_argument("--model", help="with --select: a model file for round 0's uncertainty "
-                                   "(default: another device's trained model, if any)")
+    c.add_argument("--model", help=f"with --select: round 0's model for uncertainty and the "
+                                   f"embedding: {SPEC_HELP}, or none (default: another "
+                                   "device's trained tenset-mlp or mamba model, if any)")
     c.add_argument("--deploy", nargs="+", metavar="NETWORK",
                    help="with --select: networks the device will run; their candidates join "
                         "the pool (target-aware selection)")

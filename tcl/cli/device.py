@@ -132,7 +132,8 @@ def _trigger_add_device(args, params) -> int:
               "`tcl serve` serves runs it (watch it in the Prefect UI)")
         return 0
     # lazy: prefect (the flow) costs ~6 s at import
-    from ..pipeline.deployments import add_device
+    from flows.add_device import add_device
+
     from ..pipeline.prefect_setup import run_flow
 
     emit_device_added(args.name, args.params)   # recorded by the ephemeral API, if any

@@ -11,7 +11,7 @@ import polars as pl
 from ..store.devices import DeviceRegistry
 from ..pipeline.params import DEFAULT_FILE, load_params
 from ..predict import predict_database
-from ..registry import ModelRegistry
+from ..registry import SPEC_HELP, ModelRegistry
 from ..score import score_records
 from .common import _paths, _print_frame, any_device_flag, out_path, print_table
 
@@ -110,9 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                         "(CSV: task, program, score, rank within the task)")
     pr.add_argument("dir", help="a MetaSchedule JSONDatabase directory")
     pr.add_argument("--device", required=True)
-    pr.add_argument("--model", help="a model kind trained for the device, 'continual' (the "
-                                    "registry's latest), or a model file (default: the "
-                                    "registry's latest, else the first trained kind)")
+    pr.add_argument("--model", help=f"{SPEC_HELP} (default: latest)")
     any_device_flag(pr)
     pr.add_argument("--out", help="write the CSV here (default: standard output)")
     pr.set_defaults(func=cmd_predict)
@@ -120,8 +118,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     sc = sub.add_parser("score", help="score a model on a device's own measured records (imported "
                                       "logs, your networks): per task, class and network")
     sc.add_argument("--device", required=True)
-    sc.add_argument("--model", help="a model kind trained for the device, 'continual', or a "
-                                    "model file (default: as for predict)")
+    sc.add_argument("--model", help=f"{SPEC_HELP} (default: latest)")
     sc.add_argument("--tasks", nargs="+", help="only these task ids")
     sc.add_argument("--source", help="only records of this source: collect, import, tune")
     sc.add_argument("--networks", nargs="+", help="per-network scores with the zoo's weights "

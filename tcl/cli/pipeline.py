@@ -11,7 +11,7 @@ import argparse
 from ..config import TclError, check_writable
 from ..continual import DISTILLERS
 from ..pipeline import STAGES
-from ..pipeline import stages as pipeline
+from ..pipeline import stages
 from ..pipeline.params import DEFAULT_FILE, load_params
 from ..store.devices import DeviceRegistry
 from .common import _no_data
@@ -36,7 +36,7 @@ def cmd_stage(args) -> int:
     if not args.dry_run:   # every stage writes to its data root
         check_writable(params.paths.root)
     if args.name == "measure" and args.dry_run:
-        todo = pipeline.measure_todo(params, args.device)
+        todo = stages.measure_todo(params, args.device)
         print(todo)
         print(f"{int(todo['todo'].sum())} programs to measure on {args.device}")
         return 0
@@ -44,17 +44,17 @@ def cmd_stage(args) -> int:
         raise TclError(f"device {args.device!r} is not in {args.params}'s devices "
                        f"({', '.join(params.devices)})")
     if args.name == "measure":
-        pipeline.run_measure(params, args.device, progress=not args.quiet)
+        stages.run_measure(params, args.device, progress=not args.quiet)
     elif args.name == "select":
-        pipeline.run_select(params, args.device, progress=not args.quiet)
+        stages.run_select(params, args.device, progress=not args.quiet)
     elif args.name == "train":
-        pipeline.run_train(params, args.device, args.model)
+        stages.run_train(params, args.device, args.model)
     elif args.name == "distill":
-        pipeline.run_distill(params, args.device, getattr(args, "method", None))
+        stages.run_distill(params, args.device, getattr(args, "method", None))
     elif args.name in ("sample", "featurize"):
-        getattr(pipeline, f"run_{args.name}")(params, progress=not args.quiet)
+        getattr(stages, f"run_{args.name}")(params, progress=not args.quiet)
     else:
-        getattr(pipeline, f"run_{args.name}")(params)
+        getattr(stages, f"run_{args.name}")(params)
     return 0
 
 

@@ -7,7 +7,7 @@ from .common import _no_data
 
 
 def cmd_serve(args) -> int:
-    from ..pipeline.deployments import serve   # lazy: prefect costs ~6 s at import
+    from flows.serve import serve   # lazy: prefect costs ~6 s at import
 
     _no_data(args)
     serve(args.params)

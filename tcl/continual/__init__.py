@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 
 from ..classes import ClassRegistry
+from ..models import MODEL_KINDS
 
 __all__ = ["DISTILLERS", "BACKBONES", "DeviceData", "Distiller", "MultiDeviceModel", "Settings",
            "make_distiller"]
@@ -25,6 +26,10 @@ DISTILLERS = ClassRegistry("distillation method", {   # name -> (module, class)
     "compress": ("tcl.continual.compress", "ProgressCompress"),
 })
 
+
+# The continual model is a model kind like the others (``load_model`` reads its files): added to
+# tcl.models' kinds here, where it is defined, since tcl.models lies below this package.
+MODEL_KINDS.add("continual", "tcl.continual.model", "MultiDeviceModel")
 
 # The torch-backed names, from the modules that define them (which import this one for the
 # names above, so this one imports them only when asked).

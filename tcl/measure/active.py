@@ -21,8 +21,8 @@ import polars as pl
 from ..config import Paths
 from ..dataset import load_program_set, to_program_set
 from ..features import featurize, load_features
-from ..models import load_model, make_model
-from ..samplers import Pool, make_sampler, parse_budget
+from ..models import make_model
+from ..samplers import Pool, make_sampler, parse_budget, sampler_options
 from ..sampling import enough_candidates, ensure_candidates, load_candidates
 from ..store.devices import Device
 from ..store.locks import locked
@@ -43,6 +43,18 @@ class Selection:
     round_hyper: dict[str, Any] = field(default_factory=lambda: {"epochs": 30})
     seed: int = 0
     first_tasks: tuple[str, ...] = ()     # deploy-first: these tasks' share comes first
+
+    @classmethod
+    def of(cls, sampler: str, budget: int | float, rounds: int, *, per_task: bool | None = None,
+           weights: dict[str, float] | None = None, seed: int = 0,
+           first_tasks: tuple[str, ...] = ()) -> "Selection":
+        """The selection a user sets (params' ``select`` section, ``tcl collect --select``):
+        ``per_task`` None keeps the sampler's default; the term weights go to RDU only (the
+        other samplers have no such terms)."""
+        options: dict[str, Any] = {} if per_task is None else {"per_task": per_task}
+        if sampler == "rdu":
+            options.update(weights or {})
+        return cls(sampler, budget, rounds, options, seed=seed, first_tasks=first_tasks)
 
     def run_id(self, device: str, pool_per_task: int, task_ids: list[str]) -> str:
         """One id per (device, selection, pool): the same command resumes the same run."""
@@ -186,11 +198,10 @@ class ActiveRun:
                 f"tasks is measured on {device.name}")
             return
         say(f"select {self.plan.describe()}")
-        options = dict(selection.options)
-        if model is None and selection.sampler == "rdu" and options.get("u", 1.0) > 0:
+        options = sampler_options(selection.sampler, selection.options, model)
+        if options != selection.options:
             say("select: no model to take uncertainty from (an earlier device's, or --model); "
                 "selecting by representativeness and diversity only")
-            options["u"] = 0.0
         self.sampler = make_sampler(selection.sampler,
                                     on_note=lambda note: say(f"select: {note}"), **options)
         self.weights = dict(zip(tasks["task_id"], tasks["weight"])) \
@@ -295,18 +306,3 @@ def _round_model(paths: Paths, device: Device, tasks: pl.DataFrame, selection: S
     ps = load_program_set(paths, device.name, tasks["task_id"].to_list())
     return make_model(selection.round_model, **selection.round_hyper,
                       seed=selection.seed + round_).fit(ps)
-
-
-def teacher_model(paths: Paths, device: str, kinds: tuple[str, ...] = ("tenset-mlp", "mamba")):
-    """The first trained model of another device (``data/models/<d>/<kind>.model``) able to
-    embed programs, with its name; (None, "none") when there is none. Cold start: a new device
-    has nothing measured, so uncertainty and the embedding come from an earlier device."""
-    root = paths.models_dir
-    if not root.exists():
-        return None, "none"
-    for kind in kinds:
-        for d in sorted(p for p in root.iterdir() if p.is_dir() and p.name != device):
-            f = paths.model_file(d.name, kind)
-            if f.exists():
-                return load_model(f, kind=kind), f"{d.name}/{kind}"
-    return None, "none"

@@ -32,10 +32,10 @@ _LOCATIONS = {
     "tenset-mlp": ("tcl.models.mlp", "TenSetMLP"),
     "tlp": ("tcl.models.tlp", "TLPModel"),
     "xgb": ("tcl.models.xgb", "XGBModel"),
-    "continual": ("tcl.continual.model", "MultiDeviceModel"),
 }
 
-
+# The kinds defined here; "continual" (the multi-device model) is added by tcl.continual when it
+# loads: that package sits above this one, so this one names none of its modules.
 MODEL_KINDS: ClassRegistry = ClassRegistry("model kind", _LOCATIONS)
 
 

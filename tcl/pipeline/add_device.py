@@ -26,26 +26,27 @@ how long its measurement takes, writing nothing.
 """
 from __future__ import annotations
 
+import base64
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Callable
 
 import polars as pl
 
 from ..config import TclError
-from ..measure.active import ActiveRun, Selection, plan_active, sample_pool
+from ..measure.active import ActiveRun, plan_active, sample_pool
 from ..measure.collect import CollectStats, collect, plan as collect_plan, probe_rate, \
     records_rate
-from ..registry import Entry, ModelRegistry
+from ..registry import Entry, ModelRegistry, resolve_model
 from ..store.catalog import records
 from ..store.devices import Device, DeviceRegistry, clear_failed, mark_failed
 from ..store.records import RecordStore, safe_component
 from .continual import (DistillJob, DistillResult, fit_distill, prepare_distill,
                         register_distill)
+from .inputs import collect_options, selected_tasks, selection
 from .params import Params
 from .stages import run_featurize
-
-from .tasks import selected_tasks
 
 # The steps of the table that ends a run, in order (``AddDeviceRun.secs``).
 STEPS = ("selection", "measurement", "evaluation set", "featurizing", "distillation",
@@ -89,6 +90,38 @@ class AddDeviceResult:
             lines += ["", step_table(self.secs, self.total_secs)]
         return "\n".join(lines) + "\n"
 
+    def report(self, plot: Path) -> str:
+        """``markdown()`` with a plot of each device's top-1 and forgetting (written to
+        ``plot``) embedded: what the add-device flow publishes."""
+        data = base64.b64encode(_plot(self, plot).read_bytes()).decode()
+        return self.markdown() + f"\n![scores](data:image/png;base64,{data})\n"
+
+
+def _plot(result: AddDeviceResult, path: Path) -> Path:
+    # lazy: only the add-device flow's report draws; the run and the dry run need no matplotlib
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    devices = list(result.metrics.get("devices", {}))
+    top1 = [result.metrics["devices"][d].get("top1", 0) for d in devices]
+    forgot = [(result.metrics.get("forgetting", {}).get(d) or {}).get("pairwise", {})
+              .get("overall") or 0 for d in devices]
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3))
+    axes[0].bar(devices, top1, color=["C1" if d == result.device else "C0" for d in devices])
+    axes[0].set_ylabel("top-1, held-out networks")
+    axes[0].set_ylim(0, 1)
+    axes[1].bar(devices, forgot)
+    axes[1].set_ylabel("forgetting (pairwise)")
+    for ax in axes:
+        ax.tick_params(axis="x", labelsize=7, rotation=20)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
 
 def step_table(secs: dict[str, float], total: float) -> str:
     """Markdown: the time from the command to the registered model, per step, with shares;
@@ -108,27 +141,20 @@ def _fmt(v) -> str:
     return "" if v is None else f"{v:.3f}"
 
 
-def latest_teacher(params: Params, device: str) -> Entry:
-    """The newest registered model of the continual backbone made for another device."""
-    frame = ModelRegistry(params.paths).frame()
-    if not frame.is_empty():
-        frame = frame.filter((pl.col("backbone") == params.continual.backbone)
-                             & (pl.col("device") != device))
-    if frame.is_empty():
-        raise TclError(f"no registered {params.continual.backbone} model to distill {device!r} "
-                       f"from: run the continual sequence first (`tcl stage distill`)")
-    return ModelRegistry(params.paths).get(frame.row(-1, named=True)["id"])
+# The teacher: the newest registered model of the continual backbone made for another device
+# (``tcl.registry.resolve_model``'s "*/latest").
+TEACHER = "*/latest"
+
+
+def _no_teacher(params: Params, device: str) -> TclError:
+    return TclError(f"no registered {params.continual.backbone} model to distill {device!r} "
+                    f"from: run the continual sequence first (`tcl stage distill`)")
 
 
 def check_device(params: Params, name: str) -> Device:
     """The device an add-device run may be for: a name that cannot be a path (checked before
     anything reads it), registered in the params' data root; anything else is a TclError."""
     return DeviceRegistry(params.paths).get(safe_component(name, "device name"))
-
-
-def _selection(params: Params) -> Selection:
-    sel = params.select
-    return Selection(sel.sampler, sel.budget, sel.rounds, sel.options, seed=sel.seed)
 
 
 @dataclass
@@ -171,11 +197,13 @@ def start_run(params: Params, device: str, say: Callable[[str], None] = print,
               progress: bool = False, started: float | None = None) -> AddDeviceRun:
     """Resolve the device, the teacher (resolved and loaded here only) and the tasks."""
     dev = check_device(params, device)   # unknown or path-like: a clear error
-    teacher = latest_teacher(params, device)
-    model = ModelRegistry(params.paths).load(teacher)
-    say(f"add-device {device}: teacher model {teacher.id} ({teacher.device}, "
-        f"{teacher.method})")
-    return AddDeviceRun(params, dev, teacher, model, selected_tasks(params), say,
+    teacher = resolve_model(params.paths, device, TEACHER, any_device=True,
+                            backbone=params.continual.backbone, optional=True)
+    if teacher is None:
+        raise _no_teacher(params, device)
+    e = teacher.entry
+    say(f"add-device {device}: teacher model {e.id} ({e.device}, {e.method})")
+    return AddDeviceRun(params, dev, e, teacher.model, selected_tasks(params), say,
                         progress, time.time() if started is None else started)
 
 
@@ -191,7 +219,7 @@ def select_step(run: AddDeviceRun, r: int = 0) -> pl.DataFrame | None:
                 run.say(f"add-device {run.device.name}: time estimates at {found[1]:.2f} "
                         f"records/s, the measured rate of {found[0]} ({found[2]})")
             run.active = ActiveRun(p.paths, run.device, run.train, p.sample.programs_per_task,
-                                   _selection(p), model=run.teacher_model.for_device(
+                                   selection(p), model=run.teacher_model.for_device(
                                        run.teacher.device),
                                    batch_size=p.measure.batch_size, progress=run.progress,
                                    say=run.say, model_name=run.teacher.id, report=run.say,
@@ -225,8 +253,8 @@ def evaluation_step(run: AddDeviceRun) -> CollectStats:
     """Measure the new device's evaluation set (held-out tasks); resumable."""
     p = run.params
     got = run.timed("evaluation set", collect, p.paths, run.device, run.held,
-                    p.add_device.eval_programs_per_task, seed=p.sample.seed,
-                    batch_size=p.measure.batch_size, progress=run.progress, report=run.say,
+                    p.add_device.eval_programs_per_task, **collect_options(p),
+                    progress=run.progress, report=run.say,
                     what=f"measure {run.device.name} evaluation set")
     run.evaluation = got
     run.say(f"evaluation set {run.device.name}: {got.measured} measured now ({got.errors} "
@@ -339,11 +367,14 @@ def plan_add_device(params: Params, device: Device, probe_s: float = PROBE_S,
     candidates, records and models alone; the estimate's rate comes from the closest device
     with records (``similar_device``), or else from a probe that measures for ``probe_s``
     seconds (stored nowhere). Writes nothing but caches."""
-    teacher = latest_teacher(params, device.name)
+    # what TEACHER resolves to, named only: a plan loads no model
+    teacher = ModelRegistry(params.paths).latest_elsewhere(device.name, params.continual.backbone)
+    if teacher is None:
+        raise _no_teacher(params, device.name)
     tasks = selected_tasks(params)
     train, held = tasks.filter(~pl.col("holdout")), tasks.filter(pl.col("holdout"))
     active = plan_active(params.paths, device, train, params.sample.programs_per_task,
-                         _selection(params))
+                         selection(params))
     evaluation = collect_plan(params.paths, device, held, params.add_device.eval_programs_per_task)
     found = similar_device(params, device)
     if found is not None:

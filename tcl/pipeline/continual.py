@@ -35,11 +35,12 @@ from ..dataset import SOURCES, load_program_set, measured, to_program_set
 from ..evaluate import evaluate
 from ..features import load_features
 from ..metrics import forgetting_summary
-from ..registry import Entry, ModelRegistry
-from ..samplers import Pool, make_sampler, parse_budget
+from ..registry import Entry, ModelRegistry, resolve_model
+from ..samplers import Pool, make_sampler, parse_budget, sampler_options
 from ..store.selections import SelectionStore
 from ..train import holdout_task_ids, split_tasks
 from ..zoo.extract import load_networks, load_tasks
+from .inputs import selection
 from .params import Params
 
 SUBSET_RUN = "continual-subset"   # the selection run of subsets picked from measured records
@@ -100,11 +101,11 @@ def subset_ids(params: Params, device: str, records: pl.DataFrame, teacher,
         raise TclError(f"device {device!r} has no measured subset: no ok record of a training "
                        f"task (import or measure its records first)")
 
-    sel = params.select
+    sel = selection(params)
     ps = _program_set(params.paths, ok.select("program_id", "task_id"), labels=False)
     k = parse_budget(params.continual.subset, len(ps))
     sampler = make_sampler(sel.sampler, on_note=lambda n: say(f"distill: {n}"),
-                           **{**sel.options, **({"u": 0.0} if teacher is None else {})})
+                           **sampler_options(sel.sampler, sel.options, teacher))
     ids = sampler.select(Pool(ps), min(k, len(ps)), model=teacher, seed=sel.seed)
     task_of = dict(zip(ps.program_ids.astype(str), ps.task_ids.astype(str)))
     store.write(device, SUBSET_RUN, 0, list(ids), [task_of[i] for i in ids], sel.sampler,
@@ -201,12 +202,13 @@ def prepare_distill(params: Params, device: str, method: str | None = None,
     if teacher is not None:
         parent, model = teacher[0].id, teacher[1]
     elif position:
-        found = registry.latest(before, settings.backbone)
+        found = resolve_model(params.paths, device, f"{before}/latest", any_device=True,
+                              backbone=settings.backbone, optional=True)
         if found is None:
             raise TclError(f"{device!r} comes after {before!r} in continual.sequence, and "
                            f"{before!r} has no {settings.backbone} model yet: run "
                            f"`tcl distill --device {before}` first")
-        model, parent = registry.load(found), found.id
+        model, parent = found.model, found.entry.id
     pool = pool_rows(params, tasks) if position else None
     chosen = subset_ids(params, device, records, model, say) if position else \
         set(records["program_id"])
@@ -274,10 +276,11 @@ def evaluate_continual(params: Params, model, registry: ModelRegistry | None = N
     if registry is None:
         return out
     for d in model.devices[:-1]:
-        own = registry.latest(d, model.backbone)
+        own = resolve_model(registry.paths, d, f"{d}/latest", backbone=model.backbone,
+                            optional=True)
         if own is None:
             continue
-        before = held_out_scores(params, registry.load(own).for_device(d), d)
+        before = held_out_scores(params, own.model.for_device(d), d)
         out["forgetting"][d] = forgetting_summary(before, frames[d])
     return out
 

@@ -109,11 +109,6 @@ class SelectParams:
     teacher: str                # "<device>/<kind>": round 0's model (cold start)
     seed: int
 
-    @property
-    def options(self) -> dict[str, Any]:
-        extra = dict(self.weights) if self.sampler == "rdu" else {}
-        return {"per_task": self.per_task, **extra}
-
 
 @dataclass(frozen=True)
 class EvaluateParams:

@@ -18,17 +18,17 @@ import polars as pl
 
 from ..config import TclError, write_json
 from ..features import featurize
-from ..measure.active import Selection, select_and_measure
+from ..measure.active import select_and_measure
 from ..measure.collect import CollectStats, collect
-from ..models import load_model
+from ..registry import resolve_model
 from ..sampling import ensure_candidates, load_candidates
-from ..store.catalog import Catalog, _sql_list
+from ..store.catalog import candidates_measured
 from ..store.devices import DeviceRegistry
 from ..train import evaluate_models, train_many
 from ..zoo.extract import build_zoo
+from .inputs import collect_options, instances, selected_tasks, selection
 from .params import Params
 from .scale_out import builder, local_processes
-from .tasks import instances, selected_tasks
 
 
 def _say(msg: str) -> None:
@@ -66,39 +66,14 @@ def run_sample(params: Params, progress: bool = True, task_ids: list[str] | None
 def measure_todo(params: Params, device: str) -> pl.DataFrame:
     """Per selected task: ``candidates`` (of the first programs_per_task), ``measured`` (of those,
     already in the store for ``device``) and ``todo``, by one DuckDB query over the candidates
-    and the records. A task whose candidates are not sampled yet counts programs_per_task.
+    and the records (``tcl.store.catalog.candidates_measured``). A task whose candidates are
+    not sampled yet counts programs_per_task.
 
     Counts by program id per device name, unlike ``tcl collect``'s plan (record ids, which
     include the host CPU): a clone of the committed dataset on another CPU is complete for the
     pipeline, while ``tcl collect`` there would measure the programs anew for that host."""
-    paths, n = params.paths, params.sample.programs_per_task
-    tasks = selected_tasks(params)
-    files = [f for f in (paths.candidates_file(t) for t in tasks["task_id"]) if f.exists()]
-    cands = (f"SELECT task_id, program_id, requested, file_row_number AS pos "
-             f"FROM read_parquet({_sql_list(files)}, file_row_number = true)") if files else \
-        ("SELECT NULL::VARCHAR AS task_id, NULL::VARCHAR AS program_id, NULL::INTEGER AS "
-         "requested, NULL::BIGINT AS pos WHERE false")
-    cat = Catalog(paths, in_memory=True)
-    try:
-        cat.con.register("selected", tasks.select("task_id", "task_name"))
-        frame = cat.con.sql(f"""
-            WITH cand AS ({cands}),
-            req AS (SELECT task_id, max(requested) AS requested FROM cand GROUP BY task_id),
-            head AS (SELECT task_id, program_id FROM cand WHERE pos < {n}),
-            done AS (SELECT DISTINCT program_id FROM records WHERE device = $device),
-            per_task AS (
-              SELECT s.task_id, s.task_name, count(h.program_id) AS candidates,
-                     count(d.program_id) AS measured, coalesce(any_value(q.requested), 0) AS asked
-              FROM selected s LEFT JOIN head h USING (task_id)
-                   LEFT JOIN done d USING (program_id) LEFT JOIN req q USING (task_id)
-              GROUP BY s.task_id, s.task_name)
-            SELECT task_id, task_name, candidates, measured,
-                   (CASE WHEN candidates < {n} AND asked < {n} THEN {n} ELSE candidates END)
-                   - measured AS todo
-            FROM per_task ORDER BY task_id""", params={"device": device}).pl()
-    finally:
-        cat.close()
-    return frame
+    return candidates_measured(params.paths, device, selected_tasks(params),
+                               params.sample.programs_per_task)
 
 
 def run_measure(params: Params, device: str, progress: bool = True):
@@ -114,9 +89,8 @@ def run_measure(params: Params, device: str, progress: bool = True):
 
     with builder(params) as build_on:   # None: the collector's LocalBuilder
         stats = collect(params.paths, DeviceRegistry(params.paths).get(device), tasks,
-                        params.sample.programs_per_task, seed=params.sample.seed,
-                        batch_size=params.measure.batch_size, progress=progress,
-                        builder=build_on)
+                        params.sample.programs_per_task, **collect_options(params),
+                        progress=progress, builder=build_on)
     _say(f"measure {device}: measured {stats.measured} programs ({stats.errors} errors: "
          f"{stats.per_status}) in {stats.wall_secs:.0f}s")
     return stats
@@ -190,15 +164,13 @@ def run_select(params: Params, device: str, progress: bool = True):
     if device not in sel.devices:
         raise TclError(f"device {device!r} is not in {params.source.name}'s select.devices "
                        f"({', '.join(sel.devices) or 'none'})")
-    teacher_device, kind = sel.teacher.split("/", 1)   # "<device>/<kind>", validated
-    f = params.paths.model_file(teacher_device, kind)
-    model = load_model(f, kind=kind) if f.exists() else None
-    selection = Selection(sel.sampler, sel.budget, sel.rounds, sel.options, seed=sel.seed)
+    # "<device>/<kind>" (validated), another device's on purpose; not trained yet: no model
+    teacher = resolve_model(params.paths, device, sel.teacher, any_device=True, optional=True)
     return select_and_measure(params.paths, DeviceRegistry(params.paths).get(device),
                               selected_tasks(params), params.sample.programs_per_task,
-                              selection, model=model, batch_size=params.measure.batch_size,
-                              progress=progress, say=_say,
-                              model_name=sel.teacher if model is not None else "none")
+                              selection(params), model=teacher.model if teacher else None,
+                              batch_size=params.measure.batch_size, progress=progress, say=_say,
+                              model_name=teacher.what if teacher else "none")
 
 
 def run_distill(params: Params, device: str | None = None, method: str | None = None) -> dict:

@@ -10,7 +10,8 @@ from typing import Any
 from ..classes import ClassRegistry
 from .base import Pool, Sampler, SamplerWarning, parse_budget
 
-__all__ = ["Pool", "Sampler", "SamplerWarning", "SAMPLERS", "make_sampler", "parse_budget"]
+__all__ = ["Pool", "Sampler", "SamplerWarning", "SAMPLERS", "make_sampler", "parse_budget",
+           "sampler_options"]
 
 SAMPLERS = ClassRegistry("sampler", {   # name -> (module, class); each class's `name` too
     "random": ("tcl.samplers.random", "RandomSampler"),
@@ -27,3 +28,12 @@ def make_sampler(name: str, **kwargs: Any) -> Sampler:
     """A sampler of ``name`` (one of SAMPLERS), e.g.
     ``make_sampler("rdu", u=0, per_task=False)``."""
     return SAMPLERS.make(name, **kwargs)
+
+
+def sampler_options(name: str, options: dict[str, Any], model) -> dict[str, Any]:
+    """The keywords sampler ``name`` is made with, given the model it will select with (None:
+    no model). The one rule for a missing model: RDU takes uncertainty from a model, so its
+    weight ``u`` goes to 0 (representativeness and diversity need none)."""
+    if model is None and name == "rdu" and options.get("u", 1.0) > 0:
+        return {**options, "u": 0.0}
+    return dict(options)

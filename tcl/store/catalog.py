@@ -293,6 +293,38 @@ def records(paths: Paths, device: str, columns: Sequence[str],
         cat.close()
 
 
+def candidates_measured(paths: Paths, device: str, tasks: pl.DataFrame, n: int) -> pl.DataFrame:
+    """Per task of ``tasks`` (task_id, task_name), by one query over the candidate files and the
+    records: ``candidates`` (of its first ``n`` stored candidates), ``measured`` (of those, by
+    program id in ``device``'s records) and ``todo`` (what measuring ``n`` per task still needs;
+    a task whose candidates are not sampled yet counts ``n``)."""
+    files = [f for f in (paths.candidates_file(t) for t in tasks["task_id"]) if f.exists()]
+    cands = (f"SELECT task_id, program_id, requested, file_row_number AS pos "
+             f"FROM read_parquet({_sql_list(files)}, file_row_number = true)") if files else \
+        ("SELECT NULL::VARCHAR AS task_id, NULL::VARCHAR AS program_id, NULL::INTEGER AS "
+         "requested, NULL::BIGINT AS pos WHERE false")
+    cat = Catalog(paths, in_memory=True)
+    try:
+        cat.con.register("selected", tasks.select("task_id", "task_name"))
+        return cat.con.sql(f"""
+            WITH cand AS ({cands}),
+            req AS (SELECT task_id, max(requested) AS requested FROM cand GROUP BY task_id),
+            head AS (SELECT task_id, program_id FROM cand WHERE pos < {int(n)}),
+            done AS (SELECT DISTINCT program_id FROM records WHERE device = $device),
+            per_task AS (
+              SELECT s.task_id, s.task_name, count(h.program_id) AS candidates,
+                     count(d.program_id) AS measured, coalesce(any_value(q.requested), 0) AS asked
+              FROM selected s LEFT JOIN head h USING (task_id)
+                   LEFT JOIN done d USING (program_id) LEFT JOIN req q USING (task_id)
+              GROUP BY s.task_id, s.task_name)
+            SELECT task_id, task_name, candidates, measured,
+                   (CASE WHEN candidates < {int(n)} AND asked < {int(n)} THEN {int(n)}
+                    ELSE candidates END) - measured AS todo
+            FROM per_task ORDER BY task_id""", params={"device": device}).pl()
+    finally:
+        cat.close()
+
+
 class SealedCatalog(Catalog):
     """The views for SQL from a user, on a connection that cannot open a file.
 

@@ -34,7 +34,7 @@ from ..measure.msjson import import_database
 from ..measure.pooled_builder import pooled_builder
 from ..measure.runner import make_runner, stop_runner
 from ..measure.timed import Stopwatch, timed
-from ..predict import resolve_model
+from ..registry import resolve_model
 from ..store.devices import DeviceRegistry, check_runnable
 from ..store.records import task_id_of
 from ..train import holdout_task_ids
@@ -53,7 +53,7 @@ TOLERANCE = {"rtol": 1e-3, "atol": 1e-3}             # tuned outputs against PyT
 def cost_model_for(paths: Paths, device: str, model: str, update: str,
                    any_device: bool = False):
     """(what tune_relax takes as cost_model, a description); ``any_device``: accept a model
-    made for another device (``predict.check_model_device``)."""
+    made for another device (``registry.check_model_device``)."""
     if model in ONLINE:
         if update != "none":
             raise TclError(f"--update applies to tcl's models; {model} is MetaSchedule's own "
@@ -61,7 +61,7 @@ def cost_model_for(paths: Paths, device: str, model: str, update: str,
         return ONLINE[model], f"MetaSchedule {ONLINE[model]} (online, from scratch)"
 
     # the model first: a refused one costs no MetaSchedule import (lazy: the adapter's, ~23 s)
-    scorer, what = resolve_model(paths, device, None if model == "latest" else model, any_device)
+    found = resolve_model(paths, device, model, any_device=any_device)
     from ..models.adapter import TclCostModel
 
     base = None
@@ -73,7 +73,7 @@ def cost_model_for(paths: Paths, device: str, model: str, update: str,
         base = base.subset(np.flatnonzero(keep))
     how = {"none": "frozen", "refit": "refit online",
            "residual": "prior + online residual XGBoost"}[update]
-    return TclCostModel(scorer, update, base), f"{what} ({how})"
+    return TclCostModel(found.model, update, base), f"{found.what} ({how})"
 
 
 def _reset_meta_schedule_logging() -> None:
