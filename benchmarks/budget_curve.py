@@ -109,7 +109,7 @@ def budget_points(paths: Paths, run_dir: Path, budgets: list[int], run_budget: i
         lib = budget_lib(run_dir, b, run_budget)
         if not lib.exists():
             compile_from(db, inst, device, lib)
-        _, mean, std, torch_ms = time_compiled(lib, inst, inst.example(), device)
+        _, mean, std, torch_ms, _ = time_compiled(lib, inst, inst.example(), device)
         points.append({"budget": b, "trials": trials, "latency_ms": round(mean, 4),
                        "latency_std_ms": round(std, 4), "torch_ms": round(torch_ms, 4),
                        "wall_s": round(search + measuring * trials / summary["trials"], 1)})
@@ -184,7 +184,7 @@ def retime_points(args) -> None:
         device = DeviceRegistry(paths).get(r["device"])
         for p in r["points"]:
             lib = budget_lib(out, p["budget"], r["run_budget"])
-            _, mean, std, torch_ms = time_compiled(lib, inst, inst.example(), device)
+            _, mean, std, torch_ms, _ = time_compiled(lib, inst, inst.example(), device)
             p.setdefault("first_ms", p["latency_ms"])
             p.setdefault("first_torch_ms", p["torch_ms"])
             p.update(latency_ms=round(mean, 4), latency_std_ms=round(std, 4),

@@ -19,10 +19,9 @@ import concurrent.futures as cf
 import functools
 import json
 import math
-import os
 import multiprocessing
+import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -41,34 +40,25 @@ def measure(network: str, batch: int, size, threads: int, repeat: int,
     os.environ.update(isa_env)
     import torch
 
+    from tcl.measure.frameworks import eager_ms, onnxruntime_ms, onnxruntime_version
     from tcl.zoo.networks import NETWORKS
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     model = NETWORKS[network].model(size).eval()
     example = NETWORKS[network].example(batch, size)
-    row: dict = {}
+    row: dict = {"eager_ms": eager_ms(model, example, threads, repeat)}
     with torch.no_grad():
-        row["eager_ms"] = median_ms(lambda: model(*example), repeat)
         start = time.perf_counter()
         compiled = torch.compile(model)
         compiled(*example)
         row["compile_s"] = round(time.perf_counter() - start, 1)
         row["torch_compile_ms"] = median_ms(lambda: compiled(*example), repeat)
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        row["onnxruntime_ms"], row["onnxruntime_note"] = math.nan, "onnxruntime not installed"
-        return row
-    with tempfile.TemporaryDirectory() as tmp:
-        path = f"{tmp}/model.onnx"
-        torch.onnx.export(model, tuple(example), path, dynamo=True)
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
-        session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-        feeds = {i.name: x.numpy() for i, x in zip(session.get_inputs(), example)}
-        row["onnxruntime_ms"] = median_ms(lambda: session.run(None, feeds), repeat)
-        row["onnxruntime_version"] = ort.__version__
+    row["onnxruntime_ms"] = onnxruntime_ms(model, example, threads, repeat)
+    if onnxruntime_version() is None:
+        row["onnxruntime_note"] = "onnxruntime not installed"
+    else:
+        row["onnxruntime_version"] = onnxruntime_version()
     row["torch_version"] = torch.__version__
     return row
 

@@ -352,7 +352,7 @@ def measure_pinned(lib_file: str, inputs: list, num_cores: int, number: int, rep
 
     from tcl.tune import measure_in_pinned_process
 
-    _, mean, std, _ = measure_in_pinned_process(lib_file, inputs, num_cores, number, repeat,
+    _, mean, std, _, _ = measure_in_pinned_process(lib_file, inputs, num_cores, number, repeat,
                                                 min_repeat_ms, None, {})
     dev = tvm.cpu()
     lib = tvm.runtime.load_module(lib_file)

@@ -85,11 +85,40 @@ def test_tune_compiles_a_network_that_matches_pytorch(tiny, model, update, tmp_p
     assert tuned >= r.records_added > 0
     summary = json.loads((out / "summary.json").read_text())
     assert r.build_s > 0 and r.run_s > 0 and 0 <= summary["overhead_share"] < 1
+    assert summary["compile"]["layout"] == "NCHW" and summary["compile"]["pipeline"]
     _online_ranking_is_reported(summary, r, frozen=model == "file" and update == "none")
     _time_split_is_reported(summary, r, tcl_model=model == "file")
     _compile_finds_the_tuned_fused_task(paths, inst, out, capfd)
     if model == "random":
         _retimes_keep_every_sitting(root, out, r, tmp_path)
+
+
+def test_tune_ends_comparing_the_network_with_pytorch_and_onnxruntime_on_the_same_cores():
+    """The last line of `tcl tune`: the tuned network as a ratio of what the user would run
+    instead, on the same cores; a missing onnxruntime is named with how to install it."""
+    from tcl.tune import TuneResult, versus_line
+
+    r = TuneResult("resnet18", "zen4-1c", "tcl", "residual", 0, 64, 1, {}, latency_ms=52.9,
+                   latency_std_ms=0.1, torch_ms=50.4, max_abs_err=0.0, tune_s=1.0, build_s=0.0,
+                   run_s=0.0, compile_s=0.0, records_added=0, out="run", onnxruntime_ms=33.8)
+    assert versus_line(r, 1) == ("52.9 ms, 1.05x PyTorch eager (50.4 ms), 1.57x onnxruntime "
+                                 "(33.8 ms), on 1 core")
+    r.onnxruntime_ms = float("nan")
+    assert versus_line(r, 2).endswith('onnxruntime not installed (pip install -e ".[baselines]"), '
+                                      "on 2 cores")
+
+
+def test_the_frameworks_a_user_would_run_instead_are_timed_for_real():
+    """PyTorch eager and onnxruntime (where installed: NaN where not) time the same model."""
+    import torch
+
+    from tcl.measure.frameworks import eager_ms, onnxruntime_ms, onnxruntime_version
+
+    model, example = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU()).eval(), \
+        (torch.randn(4, 16),)
+    assert eager_ms(model, example, threads=1, repeat=3) > 0
+    ort = onnxruntime_ms(model, example, threads=1, repeat=3)
+    assert ort > 0 if onnxruntime_version() else ort != ort
 
 
 def _retimes_keep_every_sitting(root, out, r, tmp_path) -> None:

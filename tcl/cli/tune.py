@@ -6,7 +6,8 @@ import argparse
 import sys
 
 from ..tune import (METASCHEDULE_SEARCH, MODELS_HELP, SCHEDULERS, TCL_SEARCH, TCL_UPDATE,
-                    UPDATE_MODES, plan_tuning, report_lines, tune_network)
+                    UPDATE_MODES, plan_tuning, report_lines, tune_network, versus_line)
+from ..store.devices import DeviceRegistry
 from .common import MAX_SEED, _paths, any_device_flag, int_in, out_path
 
 
@@ -27,11 +28,11 @@ def cmd_tune(args) -> int:
           f"(per task: {per_task}); tuning {r.tune_s:.0f}s (building {r.build_s:.0f}s, running "
           f"{r.run_s:.0f}s, search overhead {r.overhead_share:.0%}), compile {r.compile_s:.0f}s")
     print(f"compiled network: {r.latency_ms:.3f} ms (std {r.latency_std_ms:.3f}), end to end; "
-          f"PyTorch eager {r.torch_ms:.3f} ms on the same cores; outputs match PyTorch's within "
-          f"{r.max_abs_err:.2g}")
+          f"outputs match PyTorch's within {r.max_abs_err:.2g}")
     print(f"{r.records_added} tuning records added to the store (source tune); files in {r.out}/ "
           "(network.so, database/, curve.csv, curve.png, summary.json)")
     print("\n".join(report_lines(r)))
+    print(versus_line(r, DeviceRegistry(_paths(args)).get(r.device).num_cores))
     return 0
 
 

@@ -8,7 +8,7 @@ The modules, each importing only those above it in this list:
   scheduler, and ``plan_tuning`` (the dry run: what a run would do and about how long it would
   take, without tuning);
 - ``timing``: where the tuning time went (``time_split``) and the compiled network's time
-  (``time_compiled``, ``retime``);
+  beside PyTorch's and onnxruntime's (``time_compiled``, ``retime``);
 - ``result``: ``TuneResult`` and the lines printed about it;
 - ``resume``: what an output directory holds, and resuming an interrupted run there;
 - ``curve``: the curve as the search measures, and its files;
@@ -21,17 +21,17 @@ from .expect import CURVES_FILE, Expectation, expected_latency, read_curves
 from .plan import (ASSUMED_SEARCH_S_PER_SCORED, METASCHEDULE_SEARCH, MODELS_HELP, ONLINE,
                    SCHEDULERS, TCL_SEARCH, TCL_UPDATE, UPDATE_MODES, TuningPlan, plan_tuning,
                    resolve_instance, task_scheduler, trials_per_iter, tuning_defaults)
-from .result import TuneResult, report_lines
+from .result import TuneResult, report_lines, versus_line
 from .resume import CURVE_FILE, RUN_FILE, ResumeState, prepare_out, resume_state
-from .run import TOLERANCE, cost_model_for, tune_network
-from .timing import SPLIT, measure_in_pinned_process, retime, time_compiled, time_split
+from .run import COMPILE, TOLERANCE, cost_model_for, tune_network
+from .timing import SPLIT, Timed, measure_in_pinned_process, retime, time_compiled, time_split
 
 __all__ = [
-    "ASSUMED_SEARCH_S_PER_SCORED", "CURVE_FILE", "CURVES_FILE", "Expectation",
+    "ASSUMED_SEARCH_S_PER_SCORED", "COMPILE", "CURVE_FILE", "CURVES_FILE", "Expectation",
     "expected_latency", "read_curves", "METASCHEDULE_SEARCH", "MODELS_HELP", "ONLINE",
     "RUN_FILE", "SCHEDULERS", "SPLIT", "TCL_SEARCH", "TCL_UPDATE", "TOLERANCE", "UPDATE_MODES",
-    "ResumeState", "TuneResult", "TuningPlan", "cost_model_for", "measure_in_pinned_process",
+    "ResumeState", "Timed", "TuneResult", "TuningPlan", "cost_model_for", "measure_in_pinned_process",
     "plan_tuning", "prepare_out", "progress_callback", "report_lines", "resolve_instance",
     "resume_state", "retime", "task_scheduler", "time_compiled", "time_split",
-    "trials_per_iter", "tune_network", "tuning_defaults", "write_curve",
+    "trials_per_iter", "tune_network", "tuning_defaults", "versus_line", "write_curve",
 ]

@@ -2,6 +2,7 @@
 prints about its search at the end (``report_lines``)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .timing import SPLIT
@@ -39,6 +40,10 @@ class TuneResult:
     # a run that continued an interrupted one (``resume_state``): its trials, tasks and tuning
     # wall time before; tune_s, time_split and online cover this process's part only
     resumed: dict = field(default_factory=dict)
+    # onnxruntime on the same cores and threads (NaN: not installed, or not a zoo network)
+    onnxruntime_ms: float = math.nan
+    # how the network was compiled: the Relax pipeline, its data layout and the weight layout
+    compile: dict = field(default_factory=dict)
 
     @property
     def overhead_share(self) -> float:
@@ -46,6 +51,18 @@ class TuneResult:
         if not self.tune_s:
             return 0.0
         return max(0.0, self.tune_s - self.build_s - self.run_s) / self.tune_s
+
+
+def versus_line(r: TuneResult, cores: int) -> str:
+    """The compiled network against what the user would run instead, on the same cores:
+    ``52.9 ms, 1.05x PyTorch eager (50.4 ms), 1.56x onnxruntime (33.8 ms), on 1 core``."""
+    parts = [f"{r.latency_ms:.1f} ms"]
+    for name, ms in (("PyTorch eager", r.torch_ms), ("onnxruntime", r.onnxruntime_ms)):
+        if ms == ms:   # NaN: not timed
+            parts.append(f"{r.latency_ms / ms:.2f}x {name} ({ms:.1f} ms)")
+    if r.onnxruntime_ms != r.onnxruntime_ms and r.torch_ms == r.torch_ms:
+        parts.append('onnxruntime not installed (pip install -e ".[baselines]")')
+    return ", ".join(parts) + f", on {cores} core{'s' if cores > 1 else ''}"
 
 
 def report_lines(r: TuneResult) -> list[str]:

@@ -48,6 +48,11 @@ from .resume import CURVE_FILE, RUN_FILE, ResumeState, prepare_out, resume_state
 from .timing import time_compiled, time_split
 
 TOLERANCE = {"rtol": 1e-3, "atol": 1e-3}             # tuned outputs against PyTorch's, fp32
+# How the network is compiled (summary.json's "compile"): PyTorch's data layout as exported, the
+# weights bound as constants, Relax's "zero" pipeline (legalize, fold constants, fuse) for the
+# tasks, and MetaSchedule's compile_relax (the database applied, then lowered) for the network
+COMPILE = {"layout": "NCHW", "weights": "constants, PyTorch's layout",
+           "pipeline": "relax zero + meta_schedule.compile_relax"}
 
 
 def cost_model_for(paths: Paths, device: str, model: str, update: str,
@@ -202,7 +207,8 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     with torch.no_grad():
         expected = net(*example)
     expected = [e.numpy() for e in (expected if isinstance(expected, (tuple, list)) else [expected])]
-    got, mean, std, torch_ms = time_compiled(lib, inst, example, device)
+    got, mean, std, torch_ms, ort_ms = time_compiled(lib, inst, example, device,
+                                                     onnxruntime=True)
     if len(got) != len(expected) or any(g.shape != e.shape for g, e in zip(got, expected)):
         raise TclError(f"the tuned {inst.key} returns shapes {[g.shape for g in got]}; PyTorch "
                        f"returns {[e.shape for e in expected]}")
@@ -222,7 +228,8 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
                         search={"population": population, "generations": generations,
                                 "scheduler": kind},
                         resumed={"trials": before.measured, "tasks": len(before.trials),
-                                 "wall_s": before.wall_s} if resuming else {})
+                                 "wall_s": before.wall_s} if resuming else {},
+                        onnxruntime_ms=ort_ms, compile=COMPILE)
     write_curve(result, out)
     summary = {k: v for k, v in asdict(result).items() if k != "curve"}
     (out / "summary.json").write_text(json.dumps(

@@ -1,9 +1,9 @@
 """Where a tuning run's time goes, and how fast its compiled network is.
 
 ``time_split`` divides the tuning wall time into ``SPLIT``'s parts. ``time_compiled`` times the
-compiled network end to end, and PyTorch eager on the same cores, in a fresh process pinned to
-the device profile's cores (``measure_in_pinned_process``); ``retime`` times a finished run's
-network again.
+compiled network end to end, and PyTorch eager (and onnxruntime, where asked and installed) on
+the same cores, in a fresh process pinned to the device profile's cores
+(``measure_in_pinned_process``); ``retime`` times a finished run's network again.
 """
 from __future__ import annotations
 
@@ -11,19 +11,31 @@ import concurrent.futures as cf
 import functools
 import json
 import multiprocessing
+import math
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from ..config import Paths, TclError
 from ..measure.interrupt import held_interrupts, quiet_interrupts
 from ..measure.runner import pin_worker
-from ..measure.timed import median_ms
+from ..measure.frameworks import eager_ms, onnxruntime_ms
 from ..store.devices import DeviceRegistry
 from .plan import resolve_instance
 
 SPLIT = ("search", "featurize", "predict", "update", "build", "run")
+
+
+class Timed(NamedTuple):
+    """The compiled network's outputs and latency, and the frameworks' on the same cores (NaN:
+    not timed: a network that is not the zoo's, or onnxruntime not asked for or installed)."""
+    outputs: list[np.ndarray]
+    mean_ms: float
+    std_ms: float
+    torch_ms: float
+    onnxruntime_ms: float = math.nan
 
 
 def time_split(tune_s: float, build_s: float, run_s: float, model: dict[str, float]) -> dict:
@@ -38,10 +50,10 @@ def time_split(tune_s: float, build_s: float, run_s: float, model: dict[str, flo
             for k in SPLIT}
 
 
-def time_compiled(lib: Path, inst, example, device) -> tuple[list[np.ndarray], float, float,
-                                                               float]:
-    """(outputs, mean ms, std ms, PyTorch eager ms) of the compiled network ``lib`` and of
-    PyTorch on the same cores, in a fresh process pinned to the device profile's cores."""
+def time_compiled(lib: Path, inst, example, device, *, onnxruntime: bool = False) -> Timed:
+    """The compiled network ``lib`` timed, and PyTorch eager (and onnxruntime with
+    ``onnxruntime``) on the same cores, in a fresh process pinned to the device profile's
+    cores."""
     m = device.measure
     spec = None if inst.source is not None else (inst.network, inst.batch, inst.size)
     with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
@@ -51,13 +63,14 @@ def time_compiled(lib: Path, inst, example, device) -> tuple[list[np.ndarray], f
             future = pool.submit(measure_in_pinned_process, str(lib),
                                  [x.numpy() for x in example], device.num_cores, m.number,
                                  max(m.repeat, 5), m.min_repeat_ms, spec,
-                                 device.framework_isa_env())
+                                 device.framework_isa_env(), onnxruntime)
         return future.result()
 
 
 def retime(paths: Paths, run_dir: str | Path) -> dict[str, float]:
-    """The finished tuning run's compiled network (``network.so``) and PyTorch eager timed again,
-    as the run timed them: for a quieter host than the one the run shared."""
+    """The finished tuning run's compiled network (``network.so``), PyTorch eager and
+    onnxruntime (where installed) timed again, as the run timed them: for a quieter host than
+    the one the run shared."""
     run_dir = Path(run_dir)
     summary_file, lib = run_dir / "summary.json", run_dir / "network.so"
     if not summary_file.exists() or not lib.exists():
@@ -66,19 +79,20 @@ def retime(paths: Paths, run_dir: str | Path) -> dict[str, float]:
     summary = json.loads(summary_file.read_text())
     inst = resolve_instance(paths, summary["network"])
     device = DeviceRegistry(paths).get(summary["device"])
-    _, mean, std, torch_ms = time_compiled(lib, inst, inst.example(), device)
-    return {"latency_ms": mean, "latency_std_ms": std, "torch_ms": torch_ms}
+    t = time_compiled(lib, inst, inst.example(), device, onnxruntime=True)
+    return {"latency_ms": t.mean_ms, "latency_std_ms": t.std_ms, "torch_ms": t.torch_ms,
+            "onnxruntime_ms": t.onnxruntime_ms}
 
 
 def measure_in_pinned_process(lib_file: str, inputs: list[np.ndarray], num_cores: int,
                               number: int, repeat: int, min_repeat_ms: int,
-                              torch_spec: tuple | None, torch_env: dict[str, str]
-                              ) -> tuple[list[np.ndarray], float, float, float]:
+                              torch_spec: tuple | None, torch_env: dict[str, str],
+                              onnxruntime: bool = False) -> Timed:
     """Runs in a fresh process pinned to the profile's cores (``runner.pin_worker``): the
     compiled network's outputs and latency, and PyTorch eager's latency on the same cores, at
     the profile's ISA (``torch_env``: ``Device.framework_isa_env``, set before PyTorch's first
-    operation, when it reads them). A spawned pool pickles it by reference: it stays a
-    module-level function of this module."""
+    operation, when it reads them), and with ``onnxruntime`` onnxruntime's (no ISA cap). A
+    spawned pool pickles it by reference: it stays a module-level function of this module."""
     import tvm
     from tvm import relax
 
@@ -91,17 +105,15 @@ def measure_in_pinned_process(lib_file: str, inputs: list[np.ndarray], num_cores
     timer = vm.time_evaluator("main", dev, number=number, repeat=repeat,
                               min_repeat_ms=min_repeat_ms)
     res = np.asarray(timer(*args).results) * 1e3
-    torch_ms = float("nan")
+    torch_ms = ort_ms = math.nan
     if torch_spec is not None:
         os.environ.update(torch_env)
-        import torch
-
         from ..zoo.networks import NETWORKS   # lazy: torch, in the timing process only
 
-        torch.set_num_threads(num_cores)
         name, batch, size = torch_spec
-        model = NETWORKS[name].model(size)
+        model = NETWORKS[name].model(size).eval()
         example = NETWORKS[name].example(batch, size)
-        with torch.no_grad():
-            torch_ms = median_ms(lambda: model(*example), max(repeat, 5))
-    return outs, float(res.mean()), float(res.std()), torch_ms
+        torch_ms = eager_ms(model, example, num_cores, max(repeat, 5))
+        if onnxruntime:
+            ort_ms = onnxruntime_ms(model, example, num_cores, max(repeat, 5))
+    return Timed(outs, float(res.mean()), float(res.std()), torch_ms, ort_ms)
