@@ -262,11 +262,12 @@ def retime_rows(results: Path, work: Path, again: bool = False) -> None:
         if "as_tuned" in r and not again:
             continue
         got = retime(paths, r["out"])
-        r.setdefault("as_tuned", {k: r[k] for k in got})
+        # rows and sittings from before onnxruntime was timed lack its figure: NaN there
+        r.setdefault("as_tuned", {k: r.get(k, math.nan) for k in got})
         sittings = r.setdefault("retimes", [])
         sittings.append({**got, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                          "load_1min": os.getloadavg()[0]})
-        r.update({k: float(np.median([x[k] for x in sittings])) for k in got})
+        r.update({k: float(np.median([x[k] for x in sittings if k in x])) for k in got})
         results.write_text("".join(json.dumps(x) + "\n" for x in rows))   # each as it comes
         print(f"{r['network']} {r['device']} {r['model_arg']}/{r['update']} seed {r['seed']}: "
               f"{r['as_tuned']['latency_ms']:.2f} -> {got['latency_ms']:.2f} ms, median of "
