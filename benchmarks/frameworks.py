@@ -40,7 +40,7 @@ def measure(network: str, batch: int, size, threads: int, repeat: int,
     os.environ.update(isa_env)
     import torch
 
-    from tcl.measure.frameworks import eager_ms, onnxruntime_ms, onnxruntime_version
+    from tcl.tune.frameworks import eager_ms, onnxruntime_ms, onnxruntime_version
     from tcl.zoo.networks import NETWORKS
 
     torch.set_num_threads(threads)

@@ -112,7 +112,7 @@ def test_the_frameworks_a_user_would_run_instead_are_timed_for_real():
     """PyTorch eager and onnxruntime (where installed: NaN where not) time the same model."""
     import torch
 
-    from tcl.measure.frameworks import eager_ms, onnxruntime_ms, onnxruntime_version
+    from tcl.tune.frameworks import eager_ms, onnxruntime_ms, onnxruntime_version
 
     model, example = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU()).eval(), \
         (torch.randn(4, 16),)

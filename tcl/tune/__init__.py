@@ -7,6 +7,7 @@ The modules, each importing only those above it in this list:
 - ``plan``: the settings and their defaults, the network instance, trials per round, the task
   scheduler, and ``plan_tuning`` (the dry run: what a run would do and about how long it would
   take, without tuning);
+- ``frameworks``: PyTorch eager and onnxruntime timed as a user would run them;
 - ``timing``: where the tuning time went (``time_split``) and the compiled network's time
   beside PyTorch's and onnxruntime's (``time_compiled``, ``retime``);
 - ``result``: ``TuneResult`` and the lines printed about it;

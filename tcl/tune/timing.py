@@ -21,7 +21,7 @@ import numpy as np
 from ..config import Paths, TclError
 from ..measure.interrupt import held_interrupts, quiet_interrupts
 from ..measure.runner import pin_worker
-from ..measure.frameworks import eager_ms, onnxruntime_ms
+from .frameworks import eager_ms, onnxruntime_ms
 from ..store.devices import DeviceRegistry
 from .plan import resolve_instance
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import tempfile
 
-from .timed import median_ms
+from ..measure.timed import median_ms
 
 
 def eager_ms(model, example: tuple, threads: int, repeat: int) -> float:
