@@ -72,17 +72,22 @@ def budget_lib(run_dir: Path, budget: int, run_budget: int) -> Path:
         run_dir / f"budget-{budget}" / "network.so"
 
 
-def compile_from(database_dir: Path, inst, device, lib: Path) -> None:
-    """The network compiled with the tuned schedules of ``database_dir``."""
-    from tcl.tvm_compat import compile_database, meta_schedule
-    from tcl.zoo.extract import relax_module
+def compile_from(database_dir: Path, inst, device, lib: Path, layout: str = "nchw") -> None:
+    """The network compiled with the tuned schedules of ``database_dir``, as tcl tune compiles
+    it in ``layout`` (the run's)."""
+    from tcl.tune import compile_network, network_module
+    from tcl.tvm_compat import meta_schedule
 
     ms = meta_schedule()
-    mod = relax_module(inst, inst.module(), inst.example())
+    target = device.tvm_target()
+    mod = network_module(inst, inst.module(), inst.example(), layout, target)
     database = ms.database.JSONDatabase(work_dir=str(database_dir))
-    executable = ms.relax_integration.compile_relax(compile_database(database), mod,
-                                                   device.tvm_target(), None)
-    executable.export_library(str(lib))
+    compile_network(database, mod, target, layout).export_library(str(lib))
+
+
+def run_layout(summary: dict) -> str:
+    """The layout a run tuned in (runs from before ``--layout`` tuned in nchw)."""
+    return summary.get("compile", {}).get("layout_option", "nchw")
 
 
 def repo_relative(path: str | Path) -> str:
@@ -108,7 +113,7 @@ def budget_points(paths: Paths, run_dir: Path, budgets: list[int], run_budget: i
         trials = sum(1 for _ in (db / RECORDS_FILE).open())
         lib = budget_lib(run_dir, b, run_budget)
         if not lib.exists():
-            compile_from(db, inst, device, lib)
+            compile_from(db, inst, device, lib, run_layout(summary))
         _, mean, std, torch_ms, _ = time_compiled(lib, inst, inst.example(), device)
         points.append({"budget": b, "trials": trials, "latency_ms": round(mean, 4),
                        "latency_std_ms": round(std, 4), "torch_ms": round(torch_ms, 4),

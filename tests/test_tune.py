@@ -86,6 +86,8 @@ def test_tune_compiles_a_network_that_matches_pytorch(tiny, model, update, tmp_p
     summary = json.loads((out / "summary.json").read_text())
     assert r.build_s > 0 and r.run_s > 0 and 0 <= summary["overhead_share"] < 1
     assert summary["compile"]["layout"] == "NCHW" and summary["compile"]["pipeline"]
+    assert summary["compile"]["layout_option"] == "nchw"
+    assert "layout" not in json.loads((out / "run.json").read_text())   # earlier runs resume
     _online_ranking_is_reported(summary, r, frozen=model == "file" and update == "none")
     _time_split_is_reported(summary, r, tcl_model=model == "file")
     _compile_finds_the_tuned_fused_task(paths, inst, out, capfd)
@@ -181,22 +183,114 @@ def _time_split_is_reported(summary: dict, r, tcl_model: bool) -> None:
         assert cache["bytes"] <= cache["max_bytes"] and "cache hits" in lines[1]
 
 
-def _compile_finds_the_tuned_fused_task(paths, inst, out, capfd):
+def _compile_finds_the_tuned_fused_task(paths, inst, out, capfd, layout="nchw"):
     """compile_relax looks the fused conv2d task up in the database and finds it (TVM 0.27 keys
     fused functions with an attribute the extracted tasks lack: tcl.tvm_compat.compile_database)."""
     from tcl.store.devices import DeviceRegistry
+    from tcl.tune import network_module
     from tcl.tvm_compat import compile_database, meta_schedule
-    from tcl.zoo.extract import relax_module
 
     ms = meta_schedule()
-    mod = relax_module(inst, inst.module(), inst.example())
+    target = DeviceRegistry(paths).get("cpu-avx2").tvm_target()
+    mod = network_module(inst, inst.module(), inst.example(), layout, target)
     db = ms.database.JSONDatabase(work_dir=str(out / "database"))
     capfd.readouterr()
-    ms.relax_integration.compile_relax(compile_database(db), mod,
-                                       DeviceRegistry(paths).get("cpu-avx2").tvm_target(), None,
+    ms.relax_integration.compile_relax(compile_database(db), mod, target, None,
                                        enable_warning=True)
     missing = [line for line in capfd.readouterr().err.splitlines() if "not found" in line]
     assert not [line for line in missing if "conv2d" in line], missing
+
+
+def test_prepack_folds_the_weight_layouts_the_tuned_kernels_chose(tiny):
+    """`--layout prepack`: MetaSchedule's RewriteLayout lays weights out for the kernels it
+    measures (their traces transform a layout); the compile step applies the tuned kernels and
+    folds each rewrite into the constant weight, so the network calls no layout transform, takes
+    PyTorch's input and matches its output. The run's directory, parameters and summary name
+    the layout."""
+    import shutil
+
+    import tvm
+    from tvm import relax
+
+    from tcl.store.devices import DeviceRegistry
+    from tcl.tune import TOLERANCE, network_module, tune_network
+    from tcl.tune.layout import prepacked_module
+    from tcl.tvm_compat import FAILED_RUN_SECS, meta_schedule
+
+    paths, inst, _ = tiny
+    out = paths.tuning_dir / f"{inst.key}-cpu-avx2-random-none-s0-prepack"
+    try:
+        r = tune_network(paths, "tiny", "cpu-avx2", "random", trials=8, progress=False,
+                         layout="prepack", **SMALL_SEARCH)
+        assert r.out == str(out) and r.max_abs_err <= TOLERANCE["atol"]
+        assert json.loads((out / "run.json").read_text())["layout"] == "prepack"
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["compile"] == r.compile and r.compile["layout_option"] == "prepack"
+        ms = meta_schedule()
+        db = ms.database.JSONDatabase(work_dir=str(out / "database"))
+        rewrote = [rec for rec in db.get_all_tuning_records()
+                   if max(float(x) for x in rec.run_secs) < FAILED_RUN_SECS
+                   and any(i.kind.name == "TransformLayout" for i in rec.trace.insts)]
+        assert rewrote, "no measured candidate rewrote a weight's layout"
+        target = DeviceRegistry(paths).get("cpu-avx2").tvm_target()
+        mod = network_module(inst, layout="prepack", target=target)
+        packed = prepacked_module(db, mod, target)
+        called = lambda m: _called_kernels(m["main"], relax, tvm)   # noqa: E731
+        assert any(name.endswith("_prepacked") for name in called(packed)), called(packed)
+        assert len(called(packed)) == len(called(mod))   # no layout transform left to run
+    finally:   # the module's later tests plan from the runs under tuning/: leave none
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def _called_kernels(func, relax, tvm) -> list[str]:
+    """The PrimFuncs a Relax function calls (call_tir), in order."""
+    call_tir, names = tvm.ir.Op.get("relax.call_tir"), []
+    relax.analysis.post_order_visit(func, lambda e: names.append(e.args[0].name_hint) if (
+        isinstance(e, relax.Call) and e.op.same_as(call_tir)) else None)
+    return names
+
+
+BLOCKED_NET = textwrap.dedent("""
+    import torch
+    from torch import nn
+
+    class Blocked(nn.Module):   # the second convolution's 8 channels fill one AVX2 block
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+            self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+            self.fc = nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.fc(torch.relu(self.conv2(torch.relu(self.conv1(x)))).mean((2, 3)))
+
+    def build():
+        return Blocked()
+""")
+
+
+def test_nchwc_tunes_blocked_convolutions_and_matches_pytorch(tiny, tmp_path, capfd):
+    """`--layout nchwc`: a convolution whose channels fill the target's vector block (8 fp32 on
+    AVX2) is tuned and compiled as TOPI's conv2d_NCHWc (Relax cannot legalize a blocked conv2d
+    itself), one whose channels do not (3 in) stays NCHW; the compiled network finds the tuned
+    kernels, takes PyTorch's input and matches its output."""
+    from tcl.tune import TOLERANCE, tune_network
+    from tcl.zoo.user import UserNetworks
+
+    paths, _, root = tiny
+    (root / "blocked_net.py").write_text(BLOCKED_NET)
+    inst, _ = UserNetworks(paths).add("blocked", f"{root / 'blocked_net.py'}:build", ["1x3x8x8"])
+    out = tmp_path / "run"
+    r = tune_network(paths, "blocked", "cpu-avx2", "random", trials=8, out=out, progress=False,
+                     layout="nchwc", **SMALL_SEARCH)
+    assert r.max_abs_err <= TOLERANCE["atol"] and min(r.trials_per_task.values()) >= 1
+    names = list(r.trials_per_task)
+    assert any("conv2d_NCHWc" in n for n in names) and any(
+        "conv2d" in n and "NCHWc" not in n for n in names), names
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["compile"]["layout"].startswith("NCHW8c") and \
+        summary["compile"]["layout_option"] == "nchwc"
+    _compile_finds_the_tuned_fused_task(paths, inst, out, capfd, layout="nchwc")
 
 
 def test_a_budget_below_one_trial_per_task_is_refused(tiny, tmp_path):
@@ -220,10 +314,14 @@ def test_tune_bad_inputs_are_named(tiny, tmp_path, capsys):
     with pytest.raises(TclError, match="fewer than the .* tasks"):
         tune_network(paths, "tiny", "cpu-avx2", "random", trials=0, out=tmp_path / "z",
                      progress=False)
-    with pytest.raises(SystemExit):
-        main(["--data", str(paths.root), "tune", "--network", "tiny", "--device", "cpu-avx2",
-              "--trials", "0"])
-    assert "--trials" in capsys.readouterr().err
+    with pytest.raises(TclError, match="layout 'nhwc': expected one of nchw, prepack, nchwc"):
+        tune_network(paths, "tiny", "cpu-avx2", "random", trials=8, layout="nhwc",
+                     out=tmp_path / "y", progress=False)
+    for flag in (["--trials", "0"], ["--layout", "nhwc"]):
+        with pytest.raises(SystemExit):
+            main(["--data", str(paths.root), "tune", "--network", "tiny", "--device",
+                  "cpu-avx2", *flag])
+        assert flag[0] in capsys.readouterr().err
     # no registered continual model and no trained kind for the device
     with pytest.raises(TclError, match="no model for device 'cpu-sse42'"):
         tune_network(paths, "tiny", "cpu-sse42", "latest", trials=8, out=tmp_path / "l",
@@ -361,6 +459,10 @@ def test_the_dry_run_plans_from_the_zoo_and_earlier_runs(tiny, tmp_path):
     assert "median of 1 earlier tuning run(s) on cpu-avx2" in plan.describe()
     with pytest.raises(TclError, match="fewer than the .* tasks"):
         plan_tuning(paths, "tiny", "cpu-avx2", trials=1)
+    # a layout other than the default: what the plan cannot know of it without extracting
+    assert "layout nchwc: the task count is the zoo's NCHW extraction's" in plan_tuning(
+        paths, "tiny", "cpu-avx2", trials=12, layout="nchwc").describe()
+    assert "layout" not in plan.describe()
     # what the user leaves out: tcl's models search 64 x 2, MetaSchedule's own 512 x 4
     assert plan_tuning(paths, "tiny", "cpu-avx2", trials=12).population == TCL_SEARCH[0]
     assert plan_tuning(paths, "tiny", "cpu-avx2", "xgb-online", trials=12).generations == 4
@@ -535,7 +637,7 @@ def test_an_out_directory_that_is_not_this_devices_run_is_refused_untouched(
                      for p in sorted(tmp_path.rglob("*")) if p.is_file()}
     count = lambda: query(paths, "select count(*) n from records")["n"][0]   # noqa: E731
     before, n = files(), count()
-    monkeypatch.setattr(tcl.tune.run, "relax_module", lambda *a: 1 / 0)   # never tunes
+    monkeypatch.setattr(tcl.tune.run, "network_module", lambda *a: 1 / 0)   # never tunes
     argv = ["--data", str(paths.root), "tune", "--network", "tiny", "--device", "cpu-avx2",
             "--model", "random", "--trials", "8", "--out", str(mine)]
     assert main(argv) == 2

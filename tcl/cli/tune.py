@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..tune import (METASCHEDULE_SEARCH, MODELS_HELP, SCHEDULERS, TCL_SEARCH, TCL_UPDATE,
-                    UPDATE_MODES, plan_tuning, report_lines, tune_network, versus_line)
+from ..tune import (LAYOUT_HELP, LAYOUTS, METASCHEDULE_SEARCH, MODELS_HELP, SCHEDULERS,
+                    TCL_SEARCH, TCL_UPDATE, UPDATE_MODES, plan_tuning, report_lines, tune_network,
+                    versus_line)
 from ..store.devices import DeviceRegistry
 from .common import MAX_SEED, _paths, any_device_flag, int_in, out_path
 
@@ -15,13 +16,14 @@ def cmd_tune(args) -> int:
     if args.dry_run:   # the zoo's tables and earlier runs only: no TVM, no model, no writes
         print(plan_tuning(_paths(args), args.network, args.device, args.model,
                           trials=args.trials, population=args.population,
-                          generations=args.generations).describe())
+                          generations=args.generations, layout=args.layout).describe())
         return 0
     if args.out:
         out_path(args.out, "directory")
     r = tune_network(_paths(args), args.network, args.device, args.model, trials=args.trials,
                      update=args.update, seed=args.seed, population=args.population,
-                     generations=args.generations, scheduler=args.scheduler, out=args.out,
+                     generations=args.generations, scheduler=args.scheduler,
+                     layout=args.layout, out=args.out,
                      progress=sys.stderr.isatty(), any_device=args.any_device)
     per_task = ", ".join(f"{n}" for n in r.trials_per_task.values())
     print(f"{r.network} on {r.device} with {r.model}: {r.trials} trials over {r.tasks} tasks "
@@ -67,6 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "round, so online models learn nothing then; round-robin collects each "
                          "task's as it finishes; auto: round-robin at a budget of one round per "
                          "task, else gradient")
+    tu.add_argument("--layout", choices=LAYOUTS, default="nchw", help=LAYOUT_HELP)
     tu.add_argument("--out", help="output directory (default: <data>/tuning/<network>-<device>-...)")
     tu.add_argument("--dry-run", action="store_true",
                     help="print the tasks, trials per task and estimated time; tune nothing")

@@ -16,6 +16,7 @@ from ..store.devices import DeviceRegistry
 from ..store.records import RecordStore
 from ..zoo.extract import load_networks
 from .expect import expected_latency
+from .layout import check_layout
 
 MODELS_HELP = "latest | a trained kind (mamba, tenset-mlp, tlp, xgb) | xgb-online | random | FILE"
 ONLINE = {"xgb-online": "xgb", "random": "random"}   # MetaSchedule's own cost models
@@ -112,6 +113,7 @@ class TuningPlan:
     search_s_per_scored: float
     search_basis: str
     expected: str | None = None   # the budget curve's latency at this budget (tune.expect)
+    layout: str = "nchw"          # tcl.tune.layout
 
     @property
     def rounds(self) -> int:
@@ -153,18 +155,29 @@ class TuningPlan:
             "and timing the network come after",
             self.expected or f"expected latency: no budget curve of {self.network} yet (`python "
             "benchmarks/budget_curve.py --publish` makes one)",
+            *([_LAYOUT_NOTES[self.layout]] if self.layout in _LAYOUT_NOTES else []),
             "nothing was tuned or written (dry run)"])
+
+
+# What the dry run cannot know of a layout other than the default without extracting its tasks
+_LAYOUT_NOTES = {
+    "prepack": "layout prepack: the zoo's tasks, their weights marked layout-free (so tasks "
+               "that read weights have new ids); the budget curves were measured in NCHW",
+    "nchwc": "layout nchwc: the task count is the zoo's NCHW extraction's; the blocked module "
+             "has its own (NCHW[x]c convolutions, layout transforms between), known once the "
+             "run extracts them; the budget curves were measured in NCHW"}
 
 
 def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "latest", *,
                 trials: int = 1000, population: int | None = None,
-                generations: int | None = None) -> TuningPlan:
+                generations: int | None = None, layout: str = "nchw") -> TuningPlan:
     """``tcl tune --dry-run``: the tasks (the zoo's extraction of the network), trials per task
     and an estimated time, without tuning, loading a model, importing TVM or writing anything
     (``population``/``generations``: None for ``tuning_defaults``')."""
     import statistics
 
     _, population, generations = tuning_defaults(model, None, population, generations)
+    check_layout(layout)
     device = DeviceRegistry(paths).get(device_name)
     inst = resolve_instance(paths, network)
     nets = load_networks(paths)
@@ -197,4 +210,4 @@ def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "late
     return TuningPlan(inst.key, device.name, model, trials, tasks,
                       per_iter, population, generations, rate,
                       rate_basis, search, basis,
-                      expected.describe(trials / tasks) if expected else None)
+                      expected.describe(trials / tasks) if expected else None, layout)

@@ -38,9 +38,9 @@ from ..registry import resolve_model
 from ..store.devices import DeviceRegistry, check_runnable
 from ..store.records import task_id_of
 from ..train import holdout_task_ids
-from ..tvm_compat import compile_database, meta_schedule
-from ..zoo.extract import relax_module
+from ..tvm_compat import meta_schedule
 from .curve import progress_callback, write_curve
+from .layout import check_layout, compile_network, describe, network_module
 from .plan import (ONLINE, SCHEDULERS, resolve_instance, task_scheduler, trials_per_iter,
                    tuning_defaults)
 from .result import TuneResult
@@ -48,11 +48,6 @@ from .resume import CURVE_FILE, RUN_FILE, ResumeState, prepare_out, resume_state
 from .timing import time_compiled, time_split
 
 TOLERANCE = {"rtol": 1e-3, "atol": 1e-3}             # tuned outputs against PyTorch's, fp32
-# How the network is compiled (summary.json's "compile"): PyTorch's data layout as exported, the
-# weights bound as constants, Relax's "zero" pipeline (legalize, fold constants, fuse) for the
-# tasks, and MetaSchedule's compile_relax (the database applied, then lowered) for the network
-COMPILE = {"layout": "NCHW", "weights": "constants, PyTorch's layout",
-           "pipeline": "relax zero + meta_schedule.compile_relax"}
 
 
 def cost_model_for(paths: Paths, device: str, model: str, update: str,
@@ -97,7 +92,7 @@ def _reset_meta_schedule_logging() -> None:
 def tune_network(paths: Paths, network: str, device_name: str, model: str = "latest", *,
                  trials: int = 1000, update: str | None = None, seed: int = 0,
                  population: int | None = None, generations: int | None = None,
-                 scheduler: str = "gradient",
+                 scheduler: str = "gradient", layout: str = "nchw",
                  out: str | Path | None = None, progress: bool = True,
                  any_device: bool = False, set_aside: bool | None = None) -> TuneResult:
     """Tune ``network`` for ``device_name`` with ``trials`` measured candidates, MetaSchedule's
@@ -105,8 +100,10 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     ``generations`` generations: MetaSchedule's defaults are 512 and 4) guided by ``model``
     (``any_device``: even one made for another device), tasks picked by ``scheduler``
     (``SCHEDULERS``); ``update``, ``population`` and ``generations`` left None take
-    ``tuning_defaults``'. ``out``: the run's directory (default: one under the data root's
-    ``tuning/`` named by network, device, model, update mode and seed). An interrupted run of
+    ``tuning_defaults``'; the network laid out and compiled as ``layout`` says
+    (``tcl.tune.layout``). ``out``: the run's directory (default: one under the data root's
+    ``tuning/`` named by network, device, model, update mode and seed, and the layout but the
+    default's). An interrupted run of
     this device with other parameters found there is moved aside (``set_aside``: its records
     join the store, and this run starts over) or refused; None: moved aside from the default
     directory, refused from one the caller named (``tcl tune --out``: ``resume.prepare_out``)."""
@@ -122,23 +119,28 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
         raise TclError(f"device {device_name!r} is remote: tcl tune times the compiled network "
                        "on this host, so it tunes local devices only")
     inst = resolve_instance(paths, network)
+    check_layout(layout)
     cm, what = cost_model_for(paths, device_name, model, update, any_device)
     set_aside = not out if set_aside is None else set_aside
+    # the default layout adds nothing, so the directories of earlier runs keep their names
+    suffix = "" if layout == "nchw" else f"-{layout}"
     out = Path(out) if out else paths.tuning_dir / \
-        f"{inst.key}-{device_name}-{Path(model).stem}-{update}-s{seed}"
+        f"{inst.key}-{device_name}-{Path(model).stem}-{update}-s{seed}{suffix}"
     if scheduler not in SCHEDULERS:
         raise TclError(f"scheduler {scheduler!r}: expected one of {', '.join(SCHEDULERS)}")
     run = {"network": inst.key, "device": device_name, "model": model, "update": update,
            "seed": seed, "trials": trials, "population": population, "generations": generations,
            "scheduler": scheduler}
+    if layout != "nchw":   # absent from the default's, so its earlier runs still resume
+        run["layout"] = layout
     resuming = prepare_out(paths, out, device, run, set_aside)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_write(out / RUN_FILE, "tuning run file") as tmp:   # a torn one is no run's
         tmp.write_text(json.dumps(run) + "\n")
     torch.manual_seed(seed)
     net, example = inst.module(), inst.example()
-    mod = relax_module(inst, net, example)
     target = device.tvm_target()
+    mod = network_module(inst, net, example, layout, target)
     # an already scheduled task has nothing to tune (tune_relax skips it too)
     tasks = [t for t in ms.relax_integration.extract_tasks(mod, target)
              if not t.mod.attrs.get("tirx.is_scheduled", False)]
@@ -198,8 +200,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
         scoring["feature_cache"] = scored.inner.cache.stats()
     online = scored.quality({task_id_of(t.dispatched[0]): float(t.weight) for t in tasks})
     start = time.perf_counter()
-    executable = ms.relax_integration.compile_relax(compile_database(database), mod, target,
-                                                   None)
+    executable = compile_network(database, mod, target, layout)
     lib = out / "network.so"
     executable.export_library(str(lib))
     compile_s = time.perf_counter() - start
@@ -229,7 +230,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
                                 "scheduler": kind},
                         resumed={"trials": before.measured, "tasks": len(before.trials),
                                  "wall_s": before.wall_s} if resuming else {},
-                        onnxruntime_ms=ort_ms, compile=COMPILE)
+                        onnxruntime_ms=ort_ms, compile=describe(layout, target))
     write_curve(result, out)
     summary = {k: v for k, v in asdict(result).items() if k != "curve"}
     (out / "summary.json").write_text(json.dumps(

@@ -38,17 +38,23 @@ def task_module(workload_json: str):
 def relax_module(inst: NetworkInstance, model=None, example: tuple | None = None):
     """The network as a legalized and fused Relax module (what task extraction needs); of
     ``model`` on ``example`` inputs where given (tuning checks against the very same weights)."""
-    import torch
     from tvm import relax
+
+    # Without legalization and fusion MetaSchedule finds no TIR functions to tune.
+    return relax.get_pipeline("zero")(exported_module(inst, model, example))
+
+
+def exported_module(inst: NetworkInstance, model=None, example: tuple | None = None):
+    """The network as Relax imports it from torch.export (high-level operators, the weights
+    bound as constants), before legalization: what a layout conversion works on."""
+    import torch
     from tvm.relax.frontend.torch import from_exported_program
 
     model = model if model is not None else inst.module()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's pytree deprecation noise
         exported = torch.export.export(model, example if example is not None else inst.example())
-        mod = from_exported_program(exported)
-    # Without legalization and fusion MetaSchedule finds no TIR functions to tune.
-    return relax.get_pipeline("zero")(mod)
+        return from_exported_program(exported)
 
 
 def extract_tasks(instance: NetworkInstance) -> list[dict]:

@@ -1,0 +1,156 @@
+"""How the network is laid out for tuning and compiled afterwards (``tcl tune --layout``).
+
+- ``nchw`` (the default): PyTorch's data layout as exported, the weights bound as constants in
+  PyTorch's layout (``zoo.extract.relax_module``'s module, the zoo's task ids);
+  ``relax_integration.compile_relax`` applies the tuned database.
+- ``prepack``: the same module, its PrimFuncs' weight buffers marked layout-free
+  (``AttachAttrLayoutFreeBuffers``) before the tasks are extracted, so MetaSchedule's
+  ``RewriteLayout`` postprocessor may lay each weight out as the tuned schedule reads it. The
+  compile step splits that rewrite out of the tuned kernels (``SplitLayoutRewritePreproc``) and
+  folds it on the constant weights (``FoldConstant``): the compiled network takes the same inputs.
+- ``nchwc``: conv2d in the blocked NCHW[x]c layout (x: the target's fp32 vector lanes), by
+  ``ConvertLayout`` before legalization. Relax 0.27 cannot legalize a blocked conv2d (it logs
+  "channel chunk cannot be legalized by TOPI" and the VM build fails on the unlowered
+  ``R.nn.conv2d``), so it is legalized here with TOPI's ``conv2d_NCHWc``. The weights' layout
+  transforms fold in the zero pipeline; the activations' run between a blocked convolution and
+  the layers that stay NCHW (convolutions whose channels the block does not divide, grouped
+  ones, the head).
+
+Tasks that read weights (``prepack``) or are laid out otherwise (``nchwc``) are not the zoo's:
+their records join the store as imported tasks.
+"""
+from __future__ import annotations
+
+from ..config import TclError
+from ..tvm_compat import compile_database, meta_schedule
+from ..zoo.extract import exported_module
+
+LAYOUTS = ("nchw", "prepack", "nchwc")
+LAYOUT_HELP = ("how the network is laid out and compiled: nchw (the default: PyTorch's layout), "
+               "prepack (MetaSchedule may rewrite each weight's layout for its tuned kernel; "
+               "the rewrite folds at compile time), nchwc (convolutions in blocked NCHW[x]c, x "
+               "the target's fp32 vector lanes, weights transformed at compile time)")
+_PIPELINE = "relax zero + meta_schedule.compile_relax"
+
+
+def check_layout(layout: str) -> str:
+    if layout not in LAYOUTS:
+        raise TclError(f"layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
+    return layout
+
+
+def block_lanes(target) -> int:
+    """fp32 lanes of the target's widest vector (the NCHW[x]c block). From its features:
+    ``llvm_get_vector_width`` answers 512 for every x86 mcpu in TVM 0.27."""
+    from tvm.target.codegen import target_has_features
+
+    return 16 if target_has_features("avx512f", target) else \
+        8 if target_has_features("avx", target) else 4
+
+
+def describe(layout: str, target) -> dict:
+    """summary.json's "compile": the data layout, the weights' and the pipeline."""
+    if layout == "prepack":
+        return {"layout": "NCHW", "weights": "constants, laid out by each tuned kernel's "
+                "RewriteLayout, folded at compile time",
+                "pipeline": "relax zero + AttachAttrLayoutFreeBuffers; compile_relax's passes "
+                "+ SplitLayoutRewritePreproc, FoldConstant", "layout_option": layout}
+    if layout == "nchwc":
+        x = block_lanes(target)
+        return {"layout": f"NCHW{x}c (conv2d), NCHW elsewhere",
+                "weights": f"constants, OIHW{x}i{x}o for blocked conv2d, folded at compile time",
+                "pipeline": f"ConvertLayout + conv2d_NCHWc legalization + {_PIPELINE}",
+                "layout_option": layout}
+    return {"layout": "NCHW", "weights": "constants, PyTorch's layout", "pipeline": _PIPELINE,
+            "layout_option": layout}
+
+
+def network_module(inst, model=None, example: tuple | None = None, layout: str = "nchw",
+                   target=None):
+    """The network as the legalized and fused Relax module that is tuned and compiled in
+    ``layout`` (``target``: the device's, which sets the NCHW[x]c block)."""
+    from tvm import relax
+
+    check_layout(layout)
+    mod = exported_module(inst, model, example)
+    if layout == "nchwc":
+        mod = _to_nchwc(mod, target)
+    # Without legalization and fusion MetaSchedule finds no TIR functions to tune.
+    mod = relax.get_pipeline("zero")(mod)
+    if layout == "prepack":
+        mod = _without_empty_layout_free(relax.transform.AttachAttrLayoutFreeBuffers()(mod))
+    return mod
+
+
+def _to_nchwc(mod, target):
+    import tvm
+    from tvm import relax, topi
+    from tvm.relax.transform.legalize_ops.nn import _nn_conv2d
+
+    x = block_lanes(target)
+
+    def conv2d(bb, call):
+        a = call.attrs
+        if len(a.data_layout) == 4:   # one ConvertLayout left in NCHW: TOPI's own
+            return _nn_conv2d(bb, call)
+        return bb.call_te(topi.nn.conv2d_NCHWc, call.args[0], call.args[1], a.strides,
+                          a.padding, a.dilation, a.data_layout, a.out_layout,
+                          a.out_dtype if a.out_dtype != "" else call.args[0].struct_info.dtype,
+                          primfunc_name_hint="conv2d_NCHWc")
+
+    mod = relax.transform.ConvertLayout({"relax.nn.conv2d": [f"NCHW{x}c", f"OIHW{x}i{x}o"]})(mod)
+    with tvm.target.Target(target):   # conv2d_NCHWc reads the current target
+        return relax.transform.LegalizeOps({"relax.nn.conv2d": conv2d})(mod)
+
+
+def _without_empty_layout_free(mod):
+    """``mod`` with the empty ``layout_free_buffers`` attributes dropped: the pass puts one on
+    every PrimFunc, so a task that reads no weight keeps the zoo's task id (and its records)."""
+    import tvm
+
+    funcs = {}
+    for gv, func in mod.functions.items():
+        if isinstance(func, tvm.tirx.PrimFunc) and func.attrs is not None and \
+                "layout_free_buffers" in func.attrs and not func.attrs["layout_free_buffers"]:
+            func = func.without_attr("layout_free_buffers")
+        funcs[gv] = func
+    return tvm.IRModule(funcs, attrs=mod.attrs)
+
+
+def compile_network(database, mod, target, layout: str = "nchw"):
+    """The network ``mod`` (``network_module``'s, in ``layout``) compiled with the tuned
+    schedules of ``database``: a Relax VM executable."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.backend.cpu_generic import pipeline
+
+    if check_layout(layout) != "prepack":
+        return meta_schedule().relax_integration.compile_relax(compile_database(database), mod,
+                                                               target, None)
+    mod = prepacked_module(database, mod, target)
+    # the rest of compile_relax's pipeline: lowering and finalizing
+    lower = tvm.transform.Sequential([*pipeline.dataflow_lower_passes(target),
+                                      *pipeline.finalize_passes(target)])
+    with target, tvm.transform.PassContext(opt_level=3):
+        return relax.build(mod, target=target, relax_pipeline=lower)
+
+
+def prepacked_module(database, mod, target):
+    """``mod`` (``network_module``'s, in ``prepack``) with the tuned kernels of ``database``
+    applied, each weight's layout rewrite split out of its kernel and folded into the constant
+    (``static_shape_tuning_pipeline``'s ``cpu_weight_prepack``; its LiftTransformParams has
+    nothing to lift here: the weights are constants, not parameters): a Relax module whose
+    ``main`` takes the network's inputs alone, as PyTorch's does."""
+    import tvm
+    from tvm import relax
+    # what compile_relax runs before and with the database, from the CPU backend's module:
+    # relax.pipeline's dispatchers fail for llvm in TVM 0.27 (its cpu_generic package does not
+    # export dataflow_lower_passes; compile_relax falls back to a copy of the same list)
+    from tvm.relax.backend.cpu_generic import pipeline
+
+    with target, compile_database(database), tvm.transform.PassContext(opt_level=3):
+        return tvm.transform.Sequential([
+            *pipeline.library_dispatch_passes(target), *pipeline.legalize_passes(target),
+            relax.transform.MetaScheduleApplyDatabase(),
+            relax.transform.SplitLayoutRewritePreproc(), relax.transform.FoldConstant(),
+            relax.transform.DeadCodeElimination()])(mod)
