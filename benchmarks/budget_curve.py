@@ -85,6 +85,21 @@ def compile_from(database_dir: Path, inst, device, lib: Path, layout: str = "nch
     compile_network(database, mod, target, layout).export_library(str(lib))
 
 
+def layout_tasks(paths: Paths, network: str, device_name: str, layout: str) -> int:
+    """How many tasks MetaSchedule extracts from the network in ``layout`` (nchwc adds layout
+    transforms: the zoo's count is nchw's)."""
+    from tcl.store.devices import DeviceRegistry
+    from tcl.tune import resolve_instance
+    from tcl.tune.layout import network_module
+    from tcl.tvm_compat import meta_schedule
+
+    inst, target = resolve_instance(paths, network), \
+        DeviceRegistry(paths).get(device_name).tvm_target()
+    mod = network_module(inst, inst.module(), inst.example(), layout, target)
+    return sum(1 for t in meta_schedule().relax_integration.extract_tasks(mod, target)
+               if not t.mod.attrs.get("tirx.is_scheduled", False))
+
+
 def run_layout(summary: dict) -> str:
     """The layout a run tuned in (runs from before ``--layout`` tuned in nchw)."""
     return summary.get("compile", {}).get("layout_option", "nchw")
@@ -137,7 +152,8 @@ def run(args) -> None:
     if results.exists():
         done = {(r["setting"], r["seed"], r["run_budget"])
                 for r in map(json.loads, results.read_text().splitlines())}
-    tasks = plan_tuning(paths, args.network, args.device, "random", trials=10 ** 6).tasks
+    tasks = plan_tuning(paths, args.network, args.device, "random", trials=10 ** 6).tasks if \
+        args.layout == "nchw" else layout_tasks(paths, args.network, args.device, args.layout)
     runs = [(s, seed, 64) for seed in map(int, args.seeds.split(","))
             for s in args.settings.split(",")]
     for item in filter(None, args.check.split(",")):   # "tcl:4": a separate run at budget 4
@@ -149,17 +165,20 @@ def run(args) -> None:
         if setting not in SETTINGS:
             raise TclError(f"setting {setting!r}: expected one of {', '.join(SETTINGS)}")
         model, scheduler = SETTINGS[setting]
-        out = Path(args.work) / f"{args.network}-{args.device}-{setting}-b{run_budget}-s{seed}"
+        suffix = "" if args.layout == "nchw" else f"-{args.layout}"
+        out = Path(args.work) / \
+            f"{args.network}-{args.device}-{setting}-b{run_budget}-s{seed}{suffix}"
         r = tune_network(paths, args.network, args.device, model, trials=tasks * run_budget,
                          seed=seed, scheduler=scheduler, out=out, progress=False,
-                         set_aside=True)   # an interrupted run: its records kept, started over
+                         set_aside=True,   # an interrupted run: its records kept, started over
+                         layout=args.layout)
         which = r.model
         if model == "latest":
             entry = ModelRegistry(paths).latest(args.device)
             n_data = entry.n_records if entry is not None else 0
         else:
             n_data = training_records(paths, args.device, model)
-        row = {"setting": setting, "seed": seed, "run_budget": run_budget,
+        row = {"setting": setting, "seed": seed, "run_budget": run_budget, "layout": args.layout,
                "host": host_identity(), "model": which, "network": r.network,
                "device": r.device, "tasks": r.tasks, "tune_s": r.tune_s,
                "online": r.online, "data_records": n_data,
@@ -345,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settings", default=",".join(SETTINGS))
     ap.add_argument("--seeds", default="0,1")
     ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
+    ap.add_argument("--layout", default="nchw", help="tcl tune --layout of every run")
     ap.add_argument("--check", default="", help="separate runs, e.g. tcl:4,tcl:16")
     ap.add_argument("--work", default="data/.cache/budget-curve")
     ap.add_argument("--results", default="docs/bench-budget-curve.jsonl")
