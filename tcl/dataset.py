@@ -20,6 +20,12 @@ from .zoo.extract import load_networks
 SOURCES = ("reference", "families", "user", "imported", "tuning")
 
 
+def tune_source(network_key: str) -> str:
+    """The ``source`` of the records a ``tcl tune`` run of that network instance measured
+    (``tune:resnet18-b1-224``; ``tune`` alone in records from before it was named)."""
+    return f"tune:{network_key}"
+
+
 def measured(paths: Paths, device: str, task_ids: Iterable[str] | None = None,
              sources: Sequence[str] | None = None, extra: Sequence[str] = ()) -> pl.DataFrame:
     """program_id, task_id, latency (NaN for error rows) and the ``extra`` record columns of a
@@ -36,7 +42,7 @@ def measured(paths: Paths, device: str, task_ids: Iterable[str] | None = None,
 
 def record_sources(paths: Paths, frame: pl.DataFrame) -> pl.Series:
     """Each record's sources (of ``SOURCES``), from its ``source`` column and its task's
-    networks: ``tune`` is tuning, ``import:...`` imported; a collected record belongs to every
+    networks: ``tune`` and ``tune:<network>`` are tuning, ``import:...`` imported; a collected record belongs to every
     kind of network that runs its task (reference, families: ``NetworkSpec.long_tail``, user:
     a network tcl does not ship), or to reference when no network of the zoo runs it."""
     # lazy: the networks (torch) cost ~3 s at import, and the CLI imports this module
@@ -51,7 +57,8 @@ def record_sources(paths: Paths, frame: pl.DataFrame) -> pl.Series:
     collected = pl.when(pl.col("kind").is_null()).then(pl.lit(["reference"])) \
         .otherwise(pl.col("kind"))
     return joined.select(
-        pl.when(pl.col("source") == "tune").then(pl.lit(["tuning"]))
+        pl.when((pl.col("source") == "tune") | pl.col("source").str.starts_with("tune:"))
+        .then(pl.lit(["tuning"]))
         .when(pl.col("source").str.starts_with("import:")).then(pl.lit(["imported"]))
         .otherwise(collected).alias("sources"))["sources"]
 

@@ -19,16 +19,26 @@ from typing import Any
 import polars as pl
 
 from .config import Paths, TclError, atomic_write, write_json
-from .dataset import load_program_set, measured
+from .dataset import load_program_set, measured, tune_source
 from .evaluate import SEED_MARK, evaluate, over_seeds, write_report
 from .models import load_model, make_model
 from .zoo.extract import load_networks, load_tasks
 
 
 def holdout_task_ids(paths: Paths) -> set[str]:
-    """Tasks that any held-out network runs (evaluation only: never trained on)."""
-    nets = load_networks(paths)
-    return set(nets.filter(pl.col("holdout"))["task_id"].to_list())
+    """Tasks that any held-out network runs (evaluation only: never trained on), and the tasks
+    that tuning a held-out network outside the zoo's layout measured (``tcl tune --layout``:
+    records of source ``tune_source(key)``; near copies of the network's own tasks)."""
+    held = load_networks(paths).filter(pl.col("holdout"))
+    ids = set(held["task_id"].to_list())
+    if paths.imported_tasks_file.exists():   # such tasks are imported ones
+        from .store.catalog import query   # lazy: DuckDB
+
+        sources = ", ".join(f"'{tune_source(k)}'" for k in held["network_key"].unique())
+        if sources:
+            ids |= set(query(paths, "select distinct task_id from records where source in "
+                                    f"({sources})")["task_id"].to_list())
+    return ids
 
 
 def split_tasks(task_ids: Sequence[str], valid_fraction: float, seed: int

@@ -346,3 +346,30 @@ def test_empty_and_missing_databases_are_named(tmp_path, paths):
     with pytest.raises(TclError, match="no .*database|does not exist|not a"):
         import_database(paths, tmp_path / "nothing", DEVICE)
     assert RecordStore(paths).read().is_empty()
+
+
+def test_tuning_a_held_out_network_in_another_layout_keeps_its_tasks_held_out(paths, tmp_path):
+    """`tcl tune --layout` measures tasks the zoo lacks (imported ones). Those of a held-out
+    network stay out of training (near copies of its own tasks); another network's do not."""
+    from conftest import metaschedule_database
+    from tcl.dataset import measured, tune_source
+    from tcl.measure.msjson import import_database
+    from tcl.store.records import write_parquet_atomic
+    from tcl.store.schemas import NETWORK_SCHEMA
+    from tcl.train import holdout_task_ids
+
+    zoo_task = matmul_task(64)
+    write_tasks(paths, [zoo_task])
+    write_parquet_atomic(pl.DataFrame(
+        [{"network": "net", "batch": 1, "input_shape": "1x64", "network_key": key,
+          "task_id": zoo_task["task_id"], "weight": 1, "holdout": held}
+         for key, held in (("net-b1", True), ("net-b4", False))], schema=NETWORK_SCHEMA),
+        paths.networks_file)
+    (tmp_path / "db").mkdir()
+    db = metaschedule_database(tmp_path / "db")   # a matmul16: not a zoo task
+    import_database(paths, db, DEVICE, source=tune_source("net-b4"))
+    (imported,) = set(measured(paths, DEVICE.name)["task_id"].to_list())
+    assert holdout_task_ids(paths) == {zoo_task["task_id"]}
+    assert measured(paths, DEVICE.name, sources=["tuning"]).height == 3   # tuning, either way
+    import_database(paths, db, Device("other", DEVICE.target), source=tune_source("net-b1"))
+    assert holdout_task_ids(paths) == {zoo_task["task_id"], imported}

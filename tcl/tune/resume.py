@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import Paths, TclError
+from ..dataset import tune_source
 from ..measure.msjson import import_database
 from ..tvm_compat import meta_schedule
 
@@ -74,7 +75,7 @@ def prepare_out(paths: Paths, out: Path, device, run: dict, set_aside: bool) -> 
     model, update mode, seed, budget, search size and scheduler) is continued. One of this
     device with other parameters: with ``set_aside`` (the default directory, whose name holds
     network, device, model, update mode and seed, so a run with another budget or search meets
-    it there) it gives its measurements to the store (source ``tune``) and is moved aside to
+    it there) it gives its measurements to the store (source ``tune:<network>``) and is moved aside to
     ``<out>.interrupted-<n>``, and the new run starts afresh and says so; else (a directory the
     user named: ``--out``) it is refused, untouched, naming the parameters that differ. Any
     other directory (no run file: the user's own, whatever MetaSchedule log it holds; or
@@ -110,7 +111,8 @@ def prepare_out(paths: Paths, out: Path, device, run: dict, set_aside: bool) -> 
     db = out / "database"
     if (db / "database_tuning_record.json").is_file() and \
             (db / "database_tuning_record.json").stat().st_size > 0:
-        added = import_database(paths, db, device, source="tune").records
+        added = import_database(paths, db, device,
+                                source=tune_source(recorded["network"])).records
     n = 1
     while out.with_name(f"{out.name}.interrupted-{n}").exists():
         n += 1

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import Paths, TclError, atomic_write
-from ..dataset import load_program_set
+from ..dataset import load_program_set, tune_source
 from ..measure.msjson import import_database
 from ..measure.pooled_builder import pooled_builder
 from ..measure.runner import make_runner, stop_runner
@@ -219,7 +219,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
             raise TclError(f"the tuned {inst.key} differs from PyTorch by up to {err:.3g} "
                            f"(tolerance rtol {TOLERANCE['rtol']}, atol {TOLERANCE['atol']}); "
                            f"kept in {out} for inspection")
-    stats = import_database(paths, out / "database", device, source="tune")
+    stats = import_database(paths, out / "database", device, source=tune_source(inst.key))
     per_task = {tasks[t].task_name: n for t, n in sorted(callback.trials.items())}
     result = TuneResult(inst.key, device_name, what, update, seed, sum(callback.trials.values()),
                         len(tasks), per_task, mean, std, torch_ms, err, round(tune_s, 1),
