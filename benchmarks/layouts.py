@@ -61,7 +61,7 @@ def summarize(results: Path) -> None:
     print(f"{first['network']} on {first['device']}, host {host_short(first['host'])}; medians "
           f"of {len(rows) // len(labels)} sittings; PyTorch eager {eager:.1f} ms, onnxruntime "
           f"{ort:.1f} ms (medians over every sitting)\n")
-    print("| layout | model | trials (tasks) | tuning s | network ms (sittings) | "
+    print("| run | model | trials (tasks) | tuning s | network ms (sittings) | "
           f"vs {labels[0]} | vs eager | vs onnxruntime |")
     print("|---|---|---|---|---|---|---|---|")
     for lab in labels:
@@ -69,7 +69,7 @@ def summarize(results: Path) -> None:
         mine = [x["latency_ms"] for x in rows if x["label"] == lab]
         ms = med["latency_ms"][lab]
         print(f"| {lab} | {r['model']} | {r['trials']} ({r['tasks']}) | {r['tune_s']:.0f} | "
-              f"{ms:.2f} ({', '.join(f'{x:.1f}' for x in mine)}) | "
+              f"{ms:.2f} ({', '.join(f'{x:.2f}' for x in mine)}) | "
               f"{ms / med['latency_ms'][labels[0]]:.3f} | {ms / eager:.2f} | {ms / ort:.2f} |")
 
 
