@@ -42,9 +42,10 @@ def measured(paths: Paths, device: str, task_ids: Iterable[str] | None = None,
 
 def record_sources(paths: Paths, frame: pl.DataFrame) -> pl.Series:
     """Each record's sources (of ``SOURCES``), from its ``source`` column and its task's
-    networks: ``tune`` and ``tune:<network>`` are tuning, ``import:...`` imported; a collected record belongs to every
-    kind of network that runs its task (reference, families: ``NetworkSpec.long_tail``, user:
-    a network tcl does not ship), or to reference when no network of the zoo runs it."""
+    networks: ``tune`` and ``tune:<network>`` are tuning, ``import:...`` imported; a
+    collected record belongs to every kind of network that runs its task (reference, families:
+    ``NetworkSpec.long_tail``, user: a network tcl does not ship), or to reference when no
+    network of the zoo runs it."""
     # lazy: the networks (torch) cost ~3 s at import, and the CLI imports this module
     from .zoo.networks import network_kind
 

@@ -31,7 +31,8 @@ def cmd_tune(args) -> int:
           f"{r.run_s:.0f}s, search overhead {r.overhead_share:.0%}), compile {r.compile_s:.0f}s")
     print(f"compiled network: {r.latency_ms:.3f} ms (std {r.latency_std_ms:.3f}), end to end; "
           f"outputs match PyTorch's within {r.max_abs_err:.2g}")
-    print(f"{r.records_added} tuning records added to the store (source tune); files in {r.out}/ "
+    print(f"{r.records_added} tuning records added to the store (source tune:{r.network}); "
+          f"files in {r.out}/ "
           "(network.so, database/, curve.csv, curve.png, summary.json)")
     print("\n".join(report_lines(r)))
     print(versus_line(r, DeviceRegistry(_paths(args)).get(r.device).num_cores))
