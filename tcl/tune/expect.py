@@ -34,7 +34,7 @@ class Expectation:
     def describe(self, per_task: float) -> str:
         at = (f"measured at {self.between[0]}" if self.between[0] == self.between[1]
               else f"interpolated between {self.between[0]} and {self.between[1]}")
-        return (f"expected latency at {per_task:g} trials per task: about {self.latency_ms:.1f} "
+        return (f"expected latency at {per_task:.3g} trials per task: about {self.latency_ms:.1f} "
                 f"ms (± {self.se_ms:.1f}; the budget curve of {self.device}, {self.setting}, "
                 f"{at}; host {self.host}); PyTorch eager there: {self.torch_ms:.1f} ms")
 
