@@ -90,14 +90,12 @@ def layout_tasks(paths: Paths, network: str, device_name: str, layout: str) -> i
     transforms: the zoo's count is nchw's)."""
     from tcl.store.devices import DeviceRegistry
     from tcl.tune import resolve_instance
-    from tcl.tune.layout import network_module
-    from tcl.tvm_compat import meta_schedule
+    from tcl.tune import network_module, tunable_tasks
 
     inst, target = resolve_instance(paths, network), \
         DeviceRegistry(paths).get(device_name).tvm_target()
     mod = network_module(inst, inst.module(), inst.example(), layout, target)
-    return sum(1 for t in meta_schedule().relax_integration.extract_tasks(mod, target)
-               if not t.mod.attrs.get("tirx.is_scheduled", False))
+    return len(tunable_tasks(mod, target))
 
 
 def run_layout(summary: dict) -> str:

@@ -5,7 +5,7 @@ The modules, each importing only those above it in this list:
 
 - ``expect``: the latency a budget buys, from the published budget curves (for the dry run);
 - ``layout``: how the network is laid out for tuning and compiled (``tcl tune --layout``:
-  ``network_module``, ``compile_network``);
+  ``network_module``, ``tunable_tasks``, ``compile_network``);
 - ``plan``: the settings and their defaults, the network instance, trials per round, the task
   scheduler, and ``plan_tuning`` (the dry run: what a run would do and about how long it would
   take, without tuning);
@@ -26,13 +26,13 @@ from .plan import (ASSUMED_SEARCH_S_PER_SCORED, METASCHEDULE_SEARCH, MODELS_HELP
                    resolve_instance, task_scheduler, trials_per_iter, tuning_defaults)
 from .result import TuneResult, report_lines, versus_line
 from .resume import CURVE_FILE, RUN_FILE, ResumeState, prepare_out, resume_state
-from .layout import LAYOUT_HELP, LAYOUTS, compile_network, network_module
+from .layout import LAYOUT_HELP, LAYOUTS, compile_network, network_module, tunable_tasks
 from .run import TOLERANCE, cost_model_for, tune_network
 from .timing import SPLIT, Timed, measure_in_pinned_process, retime, time_compiled, time_split
 
 __all__ = [
     "ASSUMED_SEARCH_S_PER_SCORED", "CURVE_FILE", "CURVES_FILE", "Expectation", "LAYOUT_HELP",
-    "LAYOUTS", "compile_network", "network_module",
+    "LAYOUTS", "compile_network", "network_module", "tunable_tasks",
     "expected_latency", "read_curves", "METASCHEDULE_SEARCH", "MODELS_HELP", "ONLINE",
     "RUN_FILE", "SCHEDULERS", "SPLIT", "TCL_SEARCH", "TCL_UPDATE", "TOLERANCE", "UPDATE_MODES",
     "ResumeState", "Timed", "TuneResult", "TuningPlan", "cost_model_for",

@@ -82,6 +82,13 @@ def network_module(inst, model=None, example: tuple | None = None, layout: str =
     return mod
 
 
+def tunable_tasks(mod, target) -> list:
+    """MetaSchedule's tasks of ``mod`` (``network_module``'s) that a search tunes: an already
+    scheduled one has nothing to tune (tune_relax skips it too)."""
+    return [t for t in meta_schedule().relax_integration.extract_tasks(mod, target)
+            if not t.mod.attrs.get("tirx.is_scheduled", False)]
+
+
 def _to_nchwc(mod, target):
     import tvm
     from tvm import relax, topi

@@ -40,7 +40,7 @@ from ..store.records import task_id_of
 from ..train import holdout_task_ids
 from ..tvm_compat import meta_schedule
 from .curve import progress_callback, write_curve
-from .layout import check_layout, compile_network, describe, network_module
+from .layout import check_layout, compile_network, describe, network_module, tunable_tasks
 from .plan import (ONLINE, SCHEDULERS, resolve_instance, task_scheduler, trials_per_iter,
                    tuning_defaults)
 from .result import TuneResult
@@ -141,9 +141,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     net, example = inst.module(), inst.example()
     target = device.tvm_target()
     mod = network_module(inst, net, example, layout, target)
-    # an already scheduled task has nothing to tune (tune_relax skips it too)
-    tasks = [t for t in ms.relax_integration.extract_tasks(mod, target)
-             if not t.mod.attrs.get("tirx.is_scheduled", False)]
+    tasks = tunable_tasks(mod, target)
     per_iter = trials_per_iter(trials, len(tasks), inst.key)
     kind = task_scheduler(scheduler, trials, len(tasks), per_iter)
     before = resume_state(out, tasks) if resuming else ResumeState()
