@@ -43,6 +43,7 @@ SETTINGS = {"tcl": ("latest", "gradient"), "xgb-online": ("xgb-online", "gradien
             "random": ("random", "gradient"),
             "xgb-online-round-robin": ("xgb-online", "round-robin")}   # no commas: --settings splits
 BUDGETS = (1, 2, 4, 8, 16, 32, 64)
+MAIN_BUDGET = 64   # a curve's run spends at least this many trials per task; --check's fewer
 RECORDS_FILE = "database_tuning_record.json"
 WORKLOADS_FILE = "database_workload.json"
 REPO = Path(__file__).resolve().parents[1]
@@ -104,9 +105,13 @@ def run_layout(summary: dict) -> str:
 
 
 def repo_relative(path: str | Path) -> str:
-    """``path`` relative to the repository when it lies there (results files are committed)."""
+    """``path`` relative to the repository, or to the working directory (a lane run from a
+    worktree on the main checkout's data), when it lies there: results files are committed."""
     path = Path(path).resolve()
-    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+    for root in (REPO, Path.cwd().resolve()):
+        if path.is_relative_to(root):
+            return str(path.relative_to(root))
+    return str(path)
 
 
 def budget_points(paths: Paths, run_dir: Path, budgets: list[int], run_budget: int) -> list[dict]:
@@ -152,7 +157,7 @@ def run(args) -> None:
                 for r in map(json.loads, results.read_text().splitlines())}
     tasks = plan_tuning(paths, args.network, args.device, "random", trials=10 ** 6).tasks if \
         args.layout == "nchw" else layout_tasks(paths, args.network, args.device, args.layout)
-    runs = [(s, seed, 64) for seed in map(int, args.seeds.split(","))
+    runs = [(s, seed, args.run_budget) for seed in map(int, args.seeds.split(","))
             for s in args.settings.split(",")]
     for item in filter(None, args.check.split(",")):   # "tcl:4": a separate run at budget 4
         setting, b = item.split(":")
@@ -223,10 +228,11 @@ def _mean_se(xs: list[float]) -> tuple[float, float]:
 
 
 def curves(rows: list[dict]) -> dict[str, dict[int, dict]]:
-    """Per setting and budget (64-trial runs only): latency and wall time over seeds."""
+    """Per setting and budget (the curve's runs, not ``--check``'s smaller ones): latency and
+    wall time over seeds."""
     out: dict[str, dict[int, dict]] = {}
     for setting in dict.fromkeys(r["setting"] for r in rows):
-        runs = [r for r in rows if r["setting"] == setting and r["run_budget"] == 64]
+        runs = [r for r in rows if r["setting"] == setting and r["run_budget"] >= MAIN_BUDGET]
         budgets = sorted({p["budget"] for r in runs for p in r["points"]})
         out[setting] = {}
         for b in budgets:
@@ -272,7 +278,7 @@ def summarize(args) -> None:
             print(f"frameworks ({f.get('threads', 1)} thread, host {host_short(f.get('host'))}):"
                   f" eager {ms['eager_ms']}, torch.compile {ms['torch_compile_ms']}, "
                   f"onnxruntime {ms['onnxruntime_ms']} ms")
-    checks = [r for r in rows if r["run_budget"] != 64]
+    checks = [r for r in rows if r["run_budget"] < MAIN_BUDGET]
     for r in checks:
         prefix = c[r["setting"]].get(r["run_budget"])
         print(f"check: {r['setting']} seed {r['seed']} run at {r['run_budget']} trials per task: "
@@ -363,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0,1")
     ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     ap.add_argument("--layout", default="nchw", help="tcl tune --layout of every run")
+    ap.add_argument("--run-budget", type=int, default=MAIN_BUDGET,
+                    help="trials per task of each run (at least 64; budgets above 64 are the "
+                         "prefixes of later rounds, e.g. 128,256 under round-robin)")
     ap.add_argument("--check", default="", help="separate runs, e.g. tcl:4,tcl:16")
     ap.add_argument("--work", default="data/.cache/budget-curve")
     ap.add_argument("--results", default="docs/bench-budget-curve.jsonl")
