@@ -20,6 +20,7 @@ The modules, each importing only those above it in this list:
 Everything a caller needs is imported here: ``from tcl.tune import tune_network``.
 """
 from .curve import progress_callback, write_curve
+from .frameworks import eager_ms, onnxruntime_ms, onnxruntime_session, onnxruntime_version
 from .expect import CURVES_FILE, Expectation, expected_latency, read_curves
 from .plan import (ASSUMED_SEARCH_S_PER_SCORED, METASCHEDULE_SEARCH, MODELS_HELP, ONLINE,
                    SCHEDULERS, TCL_SEARCH, TCL_UPDATE, UPDATE_MODES, TuningPlan, plan_tuning,
@@ -33,7 +34,8 @@ from .timing import SPLIT, Timed, measure_in_pinned_process, retime, time_compil
 __all__ = [
     "ASSUMED_SEARCH_S_PER_SCORED", "CURVE_FILE", "CURVES_FILE", "Expectation", "LAYOUT_HELP",
     "LAYOUTS", "compile_network", "network_module", "tunable_tasks",
-    "expected_latency", "read_curves", "METASCHEDULE_SEARCH", "MODELS_HELP", "ONLINE",
+    "eager_ms", "expected_latency", "onnxruntime_ms", "onnxruntime_session",
+    "onnxruntime_version", "read_curves", "METASCHEDULE_SEARCH", "MODELS_HELP", "ONLINE",
     "RUN_FILE", "SCHEDULERS", "SPLIT", "TCL_SEARCH", "TCL_UPDATE", "TOLERANCE", "UPDATE_MODES",
     "ResumeState", "Timed", "TuneResult", "TuningPlan", "cost_model_for",
     "measure_in_pinned_process",

@@ -32,11 +32,10 @@ def onnxruntime_version() -> str | None:
     return onnxruntime.__version__
 
 
-def onnxruntime_ms(model, example: tuple, threads: int, repeat: int) -> float:
-    """onnxruntime's median latency in ms of ``model`` exported to ONNX (torch's dynamo
-    exporter), ``threads`` intra-op threads and one inter-op; NaN where it is not installed."""
-    if onnxruntime_version() is None:
-        return math.nan
+def onnxruntime_session(model, example: tuple, threads: int, profile_prefix: str | None = None):
+    """``model`` exported to ONNX (torch's dynamo exporter) in an onnxruntime CPU session with
+    ``threads`` intra-op threads and one inter-op, and its feeds for ``example``: (session,
+    feeds). ``profile_prefix``: onnxruntime's profiler on, writing there (``end_profiling``)."""
     import onnxruntime as ort
     import torch
 
@@ -45,6 +44,16 @@ def onnxruntime_ms(model, example: tuple, threads: int, repeat: int) -> float:
         torch.onnx.export(model, tuple(example), path, dynamo=True, verbose=False)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
+        if profile_prefix is not None:
+            opts.enable_profiling, opts.profile_file_prefix = True, profile_prefix
         session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-    feeds = {i.name: x.numpy() for i, x in zip(session.get_inputs(), example)}
+    return session, {i.name: x.numpy() for i, x in zip(session.get_inputs(), example)}
+
+
+def onnxruntime_ms(model, example: tuple, threads: int, repeat: int) -> float:
+    """onnxruntime's median latency in ms of ``model`` (``onnxruntime_session``); NaN where it
+    is not installed."""
+    if onnxruntime_version() is None:
+        return math.nan
+    session, feeds = onnxruntime_session(model, example, threads)
     return median_ms(lambda: session.run(None, feeds), repeat)
