@@ -301,7 +301,9 @@ def publish(c: dict[str, dict[int, dict]], rows: list[dict], paths: Paths) -> No
     network, device = rows[0]["network"], rows[0]["device"]
     keep = [r for r in read_curves(paths) if (r["network"], r["device"]) != (network, device)]
     target = DeviceRegistry(paths).get(device).target
-    torch = {p["budget"]: p["torch_ms"] for r in rows for p in r["points"]}
+    torch = {b: float(np.median([p["torch_ms"] for r in rows for p in r["points"]
+                                 if p["budget"] == b]))
+             for b in {p["budget"] for r in rows for p in r["points"]}}   # every sitting's
     host = ", ".join(sorted({host_short(r["host"]) for r in rows}))
     new = [{"device": device, "target": target, "network": network, "setting": s,
             "budget": b, "latency_ms": round(v["ms"], 3),

@@ -192,3 +192,22 @@ def test_json_registry_reads_one_error_and_writes_atomically(paths):
     paths.failures_file.write_text("{torn")
     with pytest.raises(TclError, match="failed-device state .*device-failures.json is not valid"):
         failures(paths)
+
+
+def test_the_measuring_rate_counts_the_collectors_records_only(paths):
+    """A tuning run stores its records all at once, at its end: their timestamps are no rate
+    (zen4-1c's read 9.29 records/s where its runs measured about 1)."""
+    from datetime import timedelta
+
+    from tcl.measure.collect import MIN_RECORDS_FOR_RATE, measured_throughput
+
+    start, n = now_utc(), MIN_RECORDS_FOR_RATE
+    collected = rows(n=n)
+    for i, r in enumerate(collected):   # one record every 2 s
+        r.update(source="collect", measured_at=start + timedelta(seconds=2 * i))
+    tuned = rows(task="t2", n=10 * n)
+    for r in tuned:                     # ten times as many, in the same second
+        r.update(source="tune:net-b1", measured_at=start)
+    RecordStore(paths).append(collected + tuned)
+    assert measured_throughput(RecordStore(paths), "cpu-avx2") == pytest.approx(
+        n / (2 * (n - 1)))

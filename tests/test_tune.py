@@ -453,12 +453,16 @@ def test_the_dry_run_plans_from_the_zoo_and_earlier_runs(tiny, tmp_path):
     split = {k: {"s": 1.0 if k in ("search", "featurize", "predict", "update") else 50.0,
                  "share": 0.0} for k in SPLIT}
     (run / "summary.json").write_text(json.dumps(
-        {"device": "cpu-avx2", "time_split": split, "scoring": {"scored": 400}}))
+        {"device": "cpu-avx2", "time_split": split, "scoring": {"scored": 400},
+         "trials": 100, "build_s": 60.0, "run_s": 40.0}))
     (paths.root / "tuning" / "older").mkdir()
     (paths.root / "tuning" / "older" / "summary.json").write_text('{"device": "cpu-avx2"}')
     plan = plan_tuning(paths, "tiny", "cpu-avx2", trials=12, population=16, generations=1)
     assert plan.search_s_per_scored == pytest.approx(4 / 400)
     assert "median of 1 earlier tuning run(s) on cpu-avx2" in plan.describe()
+    # ... and its building and running rate, rather than the collections'
+    assert plan.records_per_s == pytest.approx(1.0)
+    assert "12 trials at 1.00 records/s, median of 1 earlier tuning run(s)" in plan.describe()
     with pytest.raises(TclError, match="fewer than the .* tasks"):
         plan_tuning(paths, "tiny", "cpu-avx2", trials=1)
     # a layout other than the default: what the plan cannot know of it without extracting

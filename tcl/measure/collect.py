@@ -108,9 +108,12 @@ def classify_run_error(error: str) -> str:
 
 
 def measured_throughput(store: RecordStore, device: str) -> float:
-    """Records per second of earlier collections on this device, from their timestamps
-    (``records_rate``); ``DEFAULT_RECORDS_PER_SEC`` with too few records to tell."""
-    rate = records_rate(store.read(device, columns=["measured_at"])["measured_at"])
+    """Records per second of earlier collections on this device, from the timestamps of the
+    collector's own records (``records_rate``); ``DEFAULT_RECORDS_PER_SEC`` with too few to
+    tell. A tuning run's or an import's records are left out: they are stored all at once,
+    so their timestamps say nothing of a rate (a run's 1,400 in a second read as 9 records/s)."""
+    frame = store.read(device, columns=["measured_at", "source"])
+    rate = records_rate(frame.filter(pl.col("source") == "collect")["measured_at"])
     return DEFAULT_RECORDS_PER_SEC if rate is None else rate
 
 

@@ -35,7 +35,7 @@ RECORD_SCHEMA: dict[str, pl.DataType] = {
     "status": pl.Utf8,  # ok | build_error | run_error | timeout
     "error": pl.Utf8,
     "build_secs": pl.Float64,
-    "source": pl.Utf8,  # collect | import:<file>
+    "source": pl.Utf8,  # collect | import:<file> | tune:<network>
     "measured_at": pl.Datetime("us", "UTC"),
     "tvm_version": pl.Utf8,
 }

@@ -168,6 +168,20 @@ _LAYOUT_NOTES = {
              "run extracts them; the budget curves were measured in NCHW"}
 
 
+def earlier_runs(paths: Paths, device: str) -> list[dict]:
+    """The summaries of finished ``tcl tune`` runs on ``device`` anywhere under the data root
+    (``--out`` defaults to its tuning directory; benchmarks keep their runs in its cache)."""
+    runs = []
+    for f in sorted(paths.root.rglob("summary.json")):
+        try:
+            got = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue   # unreadable: not one to estimate from
+        if isinstance(got, dict) and got.get("device") == device and "time_split" in got:
+            runs.append(got)
+    return runs
+
+
 def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "latest", *,
                 trials: int = 1000, population: int | None = None,
                 generations: int | None = None, layout: str = "nchw") -> TuningPlan:
@@ -186,20 +200,29 @@ def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "late
         raise TclError(f"{inst.key} is not extracted yet, so its tasks are not known without "
                        "tuning: run `tcl zoo` (or tune: the run extracts them first)")
     per_iter = trials_per_iter(trials, tasks, inst.key)   # refuses a budget below the tasks
-    rate = measured_throughput(RecordStore(paths), device.name)
-    rate_basis = (f"measured from {device.name}'s collections" if rate != DEFAULT_RECORDS_PER_SEC
-                  else "assumed: too few records on this device to measure")
-    # Earlier runs on this device: their search overhead per scored candidate
+    runs = earlier_runs(paths, device.name)
+    # Building and running: as fast as this device's earlier tuning runs did, else as its
+    # collections (which overlap the two, so they read faster than a tuning run's)
+    rates = [r["trials"] / (r["build_s"] + r["run_s"]) for r in runs
+             if r.get("trials") and r.get("build_s", 0) + r.get("run_s", 0) > 0]
+    if rates:
+        rate = statistics.median(rates)
+        rate_basis = f"median of {len(rates)} earlier tuning run(s) on {device.name}"
+    else:
+        rate = measured_throughput(RecordStore(paths), device.name)
+        rate_basis = (f"measured from {device.name}'s collections"
+                      if rate != DEFAULT_RECORDS_PER_SEC
+                      else "assumed: too few records on this device to measure")
+    # The search's own overhead per scored candidate, from the same runs
     per_scored = []
-    for f in sorted(paths.tuning_dir.glob("*/summary.json")):
+    for got in runs:
         try:
-            got = json.loads(f.read_text())
             split, scored = got["time_split"], got["scoring"]["scored"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue   # an older or unreadable summary: not one to estimate from
-        if got.get("device") == device.name and scored:
-            per_scored.append(sum(split[k]["s"] for k in ("search", "featurize", "predict",
-                                                          "update")) / scored)
+            if scored:
+                per_scored.append(sum(split[k]["s"] for k in ("search", "featurize", "predict",
+                                                              "update")) / scored)
+        except (KeyError, TypeError):
+            continue   # an older summary, or a model that reports no scoring
     if per_scored:
         search, basis = statistics.median(per_scored), \
             f"median of {len(per_scored)} earlier tuning run(s) on {device.name}"
