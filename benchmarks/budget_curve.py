@@ -9,8 +9,8 @@ then the epsilon-greedy random picks), and the evolution does not depend on the 
 so a task's prefix is what a run of budget ``b`` measures for it whenever the model has learned
 nothing from other tasks when the task is searched: tcl's model under the gradient scheduler
 (its residual learns only after every task's first round), xgb-online under gradient (idem)
-and random. Under round-robin, xgb-online learns from earlier tasks' 64 trials instead of
-``b``: its prefix points are an upper bound on what a run of budget ``b`` gets. ``--check``
+and random. Under round-robin, xgb-online (and tcl's residual) learns from earlier tasks' 64
+trials instead of ``b``: its prefix points are an upper bound on what a run of budget ``b`` gets. ``--check``
 runs separate small-budget runs to compare with their prefix.
 
 Tuning wall time at budget ``b`` is estimated from the run's split: its search time (the
@@ -41,7 +41,8 @@ from tcl.metrics import standard_error
 # defaults for the model (tcl: residual, 64 x 2; MetaSchedule's own: 512 x 4)
 SETTINGS = {"tcl": ("latest", "gradient"), "xgb-online": ("xgb-online", "gradient"),
             "random": ("random", "gradient"),
-            "xgb-online-round-robin": ("xgb-online", "round-robin")}   # no commas: --settings splits
+            "xgb-online-round-robin": ("xgb-online", "round-robin"),
+            "tcl-round-robin": ("latest", "round-robin")}   # no commas: --settings splits
 BUDGETS = (1, 2, 4, 8, 16, 32, 64)
 MAIN_BUDGET = 64   # a curve's run spends at least this many trials per task; --check's fewer
 RECORDS_FILE = "database_tuning_record.json"
