@@ -74,15 +74,16 @@ def budget_lib(run_dir: Path, budget: int, run_budget: int) -> Path:
         run_dir / f"budget-{budget}" / "network.so"
 
 
-def compile_from(database_dir: Path, inst, device, lib: Path, layout: str = "nchw") -> None:
+def compile_from(database_dir: Path, inst, device, lib: Path, layout: str = "nchw",
+                 fast_math: bool = False) -> None:
     """The network compiled with the tuned schedules of ``database_dir``, as tcl tune compiles
-    it in ``layout`` (the run's)."""
+    it in ``layout`` (the run's, with its ``fast_math``)."""
     from tcl.tune import compile_network, network_module
     from tcl.tvm_compat import meta_schedule
 
     ms = meta_schedule()
     target = device.tvm_target()
-    mod = network_module(inst, inst.module(), inst.example(), layout, target)
+    mod = network_module(inst, inst.module(), inst.example(), layout, target, fast_math)
     database = ms.database.JSONDatabase(work_dir=str(database_dir))
     compile_network(database, mod, target, layout).export_library(str(lib))
 
@@ -103,6 +104,11 @@ def layout_tasks(paths: Paths, network: str, device_name: str, layout: str) -> i
 def run_layout(summary: dict) -> str:
     """The layout a run tuned in (runs from before ``--layout`` tuned in nchw)."""
     return summary.get("compile", {}).get("layout_option", "nchw")
+
+
+def run_fast_math(summary: dict) -> bool:
+    """Whether a run tuned with fast math (runs from before ``--fast-math`` did not)."""
+    return summary.get("compile", {}).get("math", "exact") != "exact"
 
 
 def repo_relative(path: str | Path) -> str:
@@ -132,7 +138,7 @@ def budget_points(paths: Paths, run_dir: Path, budgets: list[int], run_budget: i
         trials = sum(1 for _ in (db / RECORDS_FILE).open())
         lib = budget_lib(run_dir, b, run_budget)
         if not lib.exists():
-            compile_from(db, inst, device, lib, run_layout(summary))
+            compile_from(db, inst, device, lib, run_layout(summary), run_fast_math(summary))
         _, mean, std, torch_ms, _ = time_compiled(lib, inst, inst.example(), device)
         points.append({"budget": b, "trials": trials, "latency_ms": round(mean, 4),
                        "latency_std_ms": round(std, 4), "torch_ms": round(torch_ms, 4),

@@ -9,8 +9,8 @@ under ``taskset`` on a quiet core. Per call site the median over repeats is kept
 
 Both sides' calls are grouped into layers by what they compute, so that the groups match
 across the two compilers' different fusions:
-- a convolution by its kernel, stride, channels and output size, and whether the residual add
-  is fused in (``conv 3x3/1 64->64 56x56 +add``); blocked NCHWc shapes count as their channels;
+- a convolution by its kernel, stride, channels and output size (``conv 3x3/1 64->64 56x56``),
+  whatever is fused into it; blocked NCHWc shapes count as their channels;
 - a matmul by its batch and (M, K, N);
 - everything else by kind: softmax, layer norm, gelu, pooling, gather, layout transforms,
   elementwise, data movement (reshapes, transposes, slices).
@@ -63,17 +63,16 @@ def _channels(shape: list[int]) -> int:
     return shape[1] * shape[4] if len(shape) == 5 else shape[1]
 
 
-def conv_key(data: list[int], weight: list[int], out: list[int], others: list[list[int]]) -> str:
-    """A convolution's layer: kernel/stride, channels in->out, output size, fused residual add.
-    ``weight``: OIHW, or blocked OIHW[i]i[o]o (6-D); ``others``: the inputs besides data and
-    weight (a bias, a residual: the residual has the output's shape)."""
+def conv_key(data: list[int], weight: list[int], out: list[int]) -> str:
+    """A convolution's layer: kernel/stride, channels in->out, output size. ``weight``: OIHW,
+    or blocked OIHW[i]i[o]o (6-D). A fused residual add is not in the key: where a block has a
+    downsample, TVM adds the residual in the 1x1 convolution and onnxruntime in the 3x3 one."""
     if len(weight) == 6:
         o, i, kh, kw = weight[0] * weight[5], weight[1] * weight[4], weight[2], weight[3]
     else:
         o, i, kh, kw = weight
     stride = max(1, round(data[2] / out[2]))
-    add = " +add" if any(list(s) == list(out) for s in others) else ""
-    return f"conv {kh}x{kw}/{stride} {i}->{o} {out[2]}x{out[3]}{add}"
+    return f"conv {kh}x{kw}/{stride} {i}->{o} {out[2]}x{out[3]}"
 
 
 def matmul_key(a: list[int], out: list[int]) -> str:
@@ -88,7 +87,7 @@ def tvm_layer(name: str, shapes: list[list[int]]) -> str:
     first, the output last, as Relax passes them)."""
     words = set(re.sub(r"\d+", "", name).split("_"))
     if "conv2d" in name:
-        return conv_key(shapes[0], shapes[1], shapes[-1], shapes[2:-1])
+        return conv_key(shapes[0], shapes[1], shapes[-1])
     if "matmul" in words or "dense" in words:
         return matmul_key(shapes[0], shapes[-1])
     for word, kind in (("softmax", "softmax"), ("layer_norm", "layer norm"), ("gelu", "gelu"),
@@ -103,7 +102,7 @@ def tvm_layer(name: str, shapes: list[list[int]]) -> str:
 def ort_layer(op: str, inputs: list[list[int]], outputs: list[list[int]]) -> str:
     """The layer of one onnxruntime node, from its operator and shapes."""
     if op in ("Conv", "FusedConv"):
-        return conv_key(inputs[0], inputs[1], outputs[0], inputs[2:])
+        return conv_key(inputs[0], inputs[1], outputs[0])
     if op in ORT_KINDS["matmul"]:
         return matmul_key(inputs[0], outputs[0])
     return next((kind for kind, ops in ORT_KINDS.items() if op in ops), "data movement")

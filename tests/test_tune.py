@@ -295,6 +295,43 @@ def test_nchwc_tunes_blocked_convolutions_and_matches_pytorch(tiny, tmp_path, ca
     _compile_finds_the_tuned_fused_task(paths, inst, out, capfd, layout="nchwc")
 
 
+GELU_NET = textwrap.dedent("""
+    import torch
+
+    class Gelu(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)
+
+        def forward(self, x):
+            return torch.softmax(self.fc2(torch.nn.functional.gelu(self.fc1(x))), dim=-1)
+
+    def build():
+        return Gelu()
+""")
+
+
+def test_fast_math_computes_gelu_and_softmax_without_exact_erf_and_matches_pytorch(tiny,
+                                                                                 tmp_path):
+    """`--fast-math`: gelu through TOPI's fast_erf (LLVM has no vector erf: the exact one calls
+    libm per element) and softmax through fast_exp; the network still matches PyTorch."""
+    from tcl.tune import TOLERANCE, network_module, tune_network
+    from tcl.zoo.user import UserNetworks
+
+    paths, _, root = tiny
+    (root / "gelu_net.py").write_text(GELU_NET)
+    inst, _ = UserNetworks(paths).add("gelu", f"{root / 'gelu_net.py'}:build", ["4x16"])
+    exact, fast = (network_module(inst, fast_math=f).script() for f in (False, True))
+    assert "T.erf(" in exact and "T.erf(" not in fast and "fast_gelu" in fast
+    assert "T.exp(" in exact and "T.exp(" not in fast   # fast_exp is a polynomial
+    out = tmp_path / "run"
+    r = tune_network(paths, "gelu", "cpu-avx2", "random", trials=8, out=out, progress=False,
+                     fast_math=True, **SMALL_SEARCH)
+    assert r.max_abs_err <= TOLERANCE["atol"]
+    assert r.compile["math"] != "exact" and "FastMathTransform" in r.compile["pipeline"]
+    assert json.loads((out / "run.json").read_text())["fast_math"] is True
+
+
 def test_a_budget_below_one_trial_per_task_is_refused(tiny, tmp_path):
     from tcl.tune import tune_network
 

@@ -16,10 +16,18 @@
   the layers that stay NCHW (convolutions whose channels the block does not divide, grouped
   ones, the head).
 
-Tasks that read weights (``prepack``) or are laid out otherwise (``nchwc``) are not the zoo's:
-their records join the store as imported tasks.
+Any layout may add ``fast_math`` (``tcl tune --fast-math``): erf, exp, tanh and softmax become
+TOPI's fast approximations (Relax's ``FastMathTransform``) and gelu is legalized through
+``fast_erf``. LLVM has no vector erf: Relax's exact gelu calls libm's ``erff`` per element, which
+makes it one of bert_tiny's slowest kernels (``benchmarks/layer_table.py``). onnxruntime's own
+Gelu is a polynomial too.
+
+Tasks that read weights (``prepack``), are laid out otherwise (``nchwc``) or compute with fast
+math are not the zoo's: their records join the store as imported tasks.
 """
 from __future__ import annotations
+
+from contextlib import nullcontext
 
 from ..config import TclError
 from ..tvm_compat import compile_database, meta_schedule
@@ -48,8 +56,19 @@ def block_lanes(target) -> int:
         8 if target_has_features("avx", target) else 4
 
 
-def describe(layout: str, target) -> dict:
-    """summary.json's "compile": the data layout, the weights' and the pipeline."""
+FAST_MATH = ("erf, exp, tanh and softmax as TOPI's fast approximations (FastMathTransform), "
+             "gelu through fast_erf")
+
+
+def describe(layout: str, target, fast_math: bool = False) -> dict:
+    """summary.json's "compile": the data layout, the weights', the pipeline and the math."""
+    d = _describe_layout(layout, target)
+    if fast_math:
+        d["pipeline"] = "FastMathTransform + fast gelu + " + d["pipeline"]
+    return {**d, "math": FAST_MATH if fast_math else "exact"}
+
+
+def _describe_layout(layout: str, target) -> dict:
     if layout == "prepack":
         return {"layout": "NCHW", "weights": "constants, laid out by each tuned kernel's "
                 "RewriteLayout, folded at compile time",
@@ -66,15 +85,28 @@ def describe(layout: str, target) -> dict:
 
 
 def network_module(inst, model=None, example: tuple | None = None, layout: str = "nchw",
-                   target=None):
+                   target=None, fast_math: bool = False):
     """The network as the legalized and fused Relax module that is tuned and compiled in
-    ``layout`` (``target``: the device's, which sets the NCHW[x]c block)."""
+    ``layout`` (``target``: the device's, which sets the NCHW[x]c block), with ``fast_math``
+    its erf, exp, tanh, softmax and gelu as TOPI's fast approximations (``FAST_MATH``)."""
+    import tvm
     from tvm import relax
 
     check_layout(layout)
     mod = exported_module(inst, model, example)
+    legalize = {}   # op -> a legalization other than Relax's own
+    if fast_math:
+        # before legalization: the pass rewrites Relax's ops, not their TIR
+        mod = relax.transform.FastMathTransform()(mod)
+        legalize.update(_fast_gelu())
     if layout == "nchwc":
-        mod = _to_nchwc(mod, target)
+        x = block_lanes(target)
+        mod = relax.transform.ConvertLayout(
+            {"relax.nn.conv2d": [f"NCHW{x}c", f"OIHW{x}i{x}o"]})(mod)
+        legalize["relax.nn.conv2d"] = _conv2d_nchwc
+    if legalize:
+        with tvm.target.Target(target) if target is not None else nullcontext():
+            mod = relax.transform.LegalizeOps(legalize)(mod)   # conv2d_NCHWc reads the target
     # Without legalization and fusion MetaSchedule finds no TIR functions to tune.
     mod = relax.get_pipeline("zero")(mod)
     if layout == "prepack":
@@ -89,25 +121,42 @@ def tunable_tasks(mod, target) -> list:
             if not t.mod.attrs.get("tirx.is_scheduled", False)]
 
 
-def _to_nchwc(mod, target):
-    import tvm
-    from tvm import relax, topi
+def _conv2d_nchwc(bb, call):
+    """conv2d legalized in its blocked layout (TOPI's ``conv2d_NCHWc``), which Relax 0.27 lacks;
+    one ConvertLayout left in NCHW gets TOPI's own."""
+    from tvm import topi
     from tvm.relax.transform.legalize_ops.nn import _nn_conv2d
 
-    x = block_lanes(target)
+    a = call.attrs
+    if len(a.data_layout) == 4:
+        return _nn_conv2d(bb, call)
+    return bb.call_te(topi.nn.conv2d_NCHWc, call.args[0], call.args[1], a.strides,
+                      a.padding, a.dilation, a.data_layout, a.out_layout,
+                      a.out_dtype if a.out_dtype != "" else call.args[0].struct_info.dtype,
+                      primfunc_name_hint="conv2d_NCHWc")
 
-    def conv2d(bb, call):
-        a = call.attrs
-        if len(a.data_layout) == 4:   # one ConvertLayout left in NCHW: TOPI's own
-            return _nn_conv2d(bb, call)
-        return bb.call_te(topi.nn.conv2d_NCHWc, call.args[0], call.args[1], a.strides,
-                          a.padding, a.dilation, a.data_layout, a.out_layout,
-                          a.out_dtype if a.out_dtype != "" else call.args[0].struct_info.dtype,
-                          primfunc_name_hint="conv2d_NCHWc")
 
-    mod = relax.transform.ConvertLayout({"relax.nn.conv2d": [f"NCHW{x}c", f"OIHW{x}i{x}o"]})(mod)
-    with tvm.target.Target(target):   # conv2d_NCHWc reads the current target
-        return relax.transform.LegalizeOps({"relax.nn.conv2d": conv2d})(mod)
+def _fast_gelu() -> dict:
+    """gelu and its tanh form through TOPI's fast erf and tanh (Relax legalizes them with the
+    exact ones, which LLVM calls per element: ``FastMathTransform`` leaves gelu alone)."""
+    import math
+
+    from tvm import tirx, topi
+
+    def gelu(bb, call):
+        def te(x):
+            half = tirx.const(0.5, x.dtype)
+            return x * (half + topi.fast_erf(x * tirx.const(0.5 ** 0.5, x.dtype)) * half)
+        return bb.call_te(te, call.args[0], primfunc_name_hint="fast_gelu")
+
+    def gelu_tanh(bb, call):
+        def te(x):
+            c = tirx.const(math.sqrt(2.0 / math.pi), x.dtype)
+            inner = c * x * (1 + tirx.const(0.044715, x.dtype) * x * x)
+            return tirx.const(0.5, x.dtype) * x * (1 + topi.fast_tanh(inner))
+        return bb.call_te(te, call.args[0], primfunc_name_hint="fast_gelu_tanh")
+
+    return {"relax.nn.gelu": gelu, "relax.nn.gelu_tanh": gelu_tanh}
 
 
 def _without_empty_layout_free(mod):

@@ -114,6 +114,7 @@ class TuningPlan:
     search_basis: str
     expected: str | None = None   # the budget curve's latency at this budget (tune.expect)
     layout: str = "nchw"          # tcl.tune.layout
+    fast_math: bool = False
 
     @property
     def rounds(self) -> int:
@@ -156,6 +157,7 @@ class TuningPlan:
             self.expected or f"expected latency: no budget curve of {self.network} yet (`python "
             "benchmarks/budget_curve.py --publish` makes one)",
             *([_LAYOUT_NOTES[self.layout]] if self.layout in _LAYOUT_NOTES else []),
+            *([_FAST_MATH_NOTE] if self.fast_math else []),
             "nothing was tuned or written (dry run)"])
 
 
@@ -166,6 +168,10 @@ _LAYOUT_NOTES = {
     "nchwc": "layout nchwc: the task count is the zoo's NCHW extraction's; the blocked module "
              "has its own (NCHW[x]c convolutions, layout transforms between), known once the "
              "run extracts them; the budget curves were measured in NCHW"}
+
+
+_FAST_MATH_NOTE = ("fast math: tasks with erf, exp, tanh, softmax or gelu are new ones (their "
+                   "approximations); the task count is the zoo's exact extraction's")
 
 
 def earlier_runs(paths: Paths, device: str) -> list[dict]:
@@ -184,7 +190,8 @@ def earlier_runs(paths: Paths, device: str) -> list[dict]:
 
 def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "latest", *,
                 trials: int = 1000, population: int | None = None,
-                generations: int | None = None, layout: str = "nchw") -> TuningPlan:
+                generations: int | None = None, layout: str = "nchw",
+                fast_math: bool = False) -> TuningPlan:
     """``tcl tune --dry-run``: the tasks (the zoo's extraction of the network), trials per task
     and an estimated time, without tuning, loading a model, importing TVM or writing anything
     (``population``/``generations``: None for ``tuning_defaults``')."""
@@ -233,4 +240,5 @@ def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "late
     return TuningPlan(inst.key, device.name, model, trials, tasks,
                       per_iter, population, generations, rate,
                       rate_basis, search, basis,
-                      expected.describe(trials / tasks) if expected else None, layout)
+                      expected.describe(trials / tasks) if expected else None, layout,
+                      fast_math)

@@ -92,7 +92,7 @@ def _reset_meta_schedule_logging() -> None:
 def tune_network(paths: Paths, network: str, device_name: str, model: str = "latest", *,
                  trials: int = 1000, update: str | None = None, seed: int = 0,
                  population: int | None = None, generations: int | None = None,
-                 scheduler: str = "gradient", layout: str = "nchw",
+                 scheduler: str = "gradient", layout: str = "nchw", fast_math: bool = False,
                  out: str | Path | None = None, progress: bool = True,
                  any_device: bool = False, set_aside: bool | None = None) -> TuneResult:
     """Tune ``network`` for ``device_name`` with ``trials`` measured candidates, MetaSchedule's
@@ -100,10 +100,10 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     ``generations`` generations: MetaSchedule's defaults are 512 and 4) guided by ``model``
     (``any_device``: even one made for another device), tasks picked by ``scheduler``
     (``SCHEDULERS``); ``update``, ``population`` and ``generations`` left None take
-    ``tuning_defaults``'; the network laid out and compiled as ``layout`` says
-    (``tcl.tune.layout``). ``out``: the run's directory (default: one under the data root's
-    ``tuning/`` named by network, device, model, update mode and seed, and the layout but the
-    default's). An interrupted run of
+    ``tuning_defaults``'; the network laid out and compiled as ``layout`` says, with
+    ``fast_math`` its approximations (``tcl.tune.layout``). ``out``: the run's directory
+    (default: one under the data root's ``tuning/`` named by network, device, model, update mode
+    and seed, the layout but the default's, and ``fastmath``). An interrupted run of
     this device with other parameters found there is moved aside (``set_aside``: its records
     join the store, and this run starts over) or refused; None: moved aside from the default
     directory, refused from one the caller named (``tcl tune --out``: ``resume.prepare_out``)."""
@@ -123,7 +123,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     cm, what = cost_model_for(paths, device_name, model, update, any_device)
     set_aside = not out if set_aside is None else set_aside
     # the default layout adds nothing, so the directories of earlier runs keep their names
-    suffix = "" if layout == "nchw" else f"-{layout}"
+    suffix = ("" if layout == "nchw" else f"-{layout}") + ("-fastmath" if fast_math else "")
     out = Path(out) if out else paths.tuning_dir / \
         f"{inst.key}-{device_name}-{Path(model).stem}-{update}-s{seed}{suffix}"
     if scheduler not in SCHEDULERS:
@@ -133,6 +133,8 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
            "scheduler": scheduler}
     if layout != "nchw":   # absent from the default's, so its earlier runs still resume
         run["layout"] = layout
+    if fast_math:
+        run["fast_math"] = True
     resuming = prepare_out(paths, out, device, run, set_aside)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_write(out / RUN_FILE, "tuning run file") as tmp:   # a torn one is no run's
@@ -140,7 +142,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     torch.manual_seed(seed)
     net, example = inst.module(), inst.example()
     target = device.tvm_target()
-    mod = network_module(inst, net, example, layout, target)
+    mod = network_module(inst, net, example, layout, target, fast_math)
     tasks = tunable_tasks(mod, target)
     per_iter = trials_per_iter(trials, len(tasks), inst.key)
     kind = task_scheduler(scheduler, trials, len(tasks), per_iter)
@@ -228,7 +230,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
                                 "scheduler": kind},
                         resumed={"trials": before.measured, "tasks": len(before.trials),
                                  "wall_s": before.wall_s} if resuming else {},
-                        onnxruntime_ms=ort_ms, compile=describe(layout, target))
+                        onnxruntime_ms=ort_ms, compile=describe(layout, target, fast_math))
     write_curve(result, out)
     summary = {k: v for k, v in asdict(result).items() if k != "curve"}
     (out / "summary.json").write_text(json.dumps(
