@@ -311,16 +311,15 @@ GELU_NET = textwrap.dedent("""
 """)
 
 
-def test_fast_math_computes_gelu_and_softmax_without_exact_erf_and_matches_pytorch(tiny,
-                                                                                 tmp_path):
+def test_fast_math_computes_gelu_and_softmax_without_exact_erf_and_matches_pytorch(tmp_path):
     """`--fast-math`: gelu through TOPI's fast_erf (LLVM has no vector erf: the exact one calls
     libm per element) and softmax through fast_exp; the network still matches PyTorch."""
     from tcl.tune import TOLERANCE, network_module, tune_network
     from tcl.zoo.user import UserNetworks
 
-    paths, _, root = tiny
-    (root / "gelu_net.py").write_text(GELU_NET)
-    inst, _ = UserNetworks(paths).add("gelu", f"{root / 'gelu_net.py'}:build", ["4x16"])
+    paths = Paths(tmp_path / "data")   # its own data root: the dry-run test checks tiny's
+    (tmp_path / "gelu_net.py").write_text(GELU_NET)
+    inst, _ = UserNetworks(paths).add("gelu", f"{tmp_path / 'gelu_net.py'}:build", ["4x16"])
     exact, fast = (network_module(inst, fast_math=f).script() for f in (False, True))
     assert "T.erf(" in exact and "T.erf(" not in fast and "fast_gelu" in fast
     assert "T.exp(" in exact and "T.exp(" not in fast   # fast_exp is a polynomial
