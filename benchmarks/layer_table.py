@@ -37,6 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 
 from _common import host_short, report_errors
@@ -123,6 +124,7 @@ def measure(paths: Paths, run_dir: Path, repeats: int) -> dict:
     import tvm
     from tvm import relax
 
+    from tcl.store.devices import host_identity
     from tcl.tune import onnxruntime_session, resolve_instance
 
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -150,7 +152,7 @@ def measure(paths: Paths, run_dir: Path, repeats: int) -> dict:
         ort_profiled, feeds = onnxruntime_session(model, example, threads, f"{tmp}/ort")
         ort_plain, _ = onnxruntime_session(model, example, threads)
         tvm_runs, tvm_ms, ort_ms = [], [], []
-        for i in range(repeats + 1):   # the first round warms every side up
+        for _ in range(repeats + 1):   # the first round warms every side up
             calls = []
             profiled["main"](*args)
             tvm_runs.append([(n, s, ms) for n, s, ms in calls])
@@ -171,9 +173,10 @@ def measure(paths: Paths, run_dir: Path, repeats: int) -> dict:
             shapes = [[list(x.values())[0] for x in a.get(k, [])]
                       for k in ("input_type_shape", "output_type_shape")]
             nodes.setdefault(e["name"], []).append((a["op_name"], *shapes, e["dur"] / 1e3))
-    ort_sites = [(op, ins, outs, statistics.median(x[-1] for x in v[1:] or v))
-                 for v in nodes.values() for op, ins, outs, _ in v[:1]]
-    from tcl.store.devices import host_identity
+    ort_sites = []   # per node: its operator and shapes, and its median after the warm-up
+    for runs in nodes.values():
+        op, ins, outs, _ = runs[0]
+        ort_sites.append((op, ins, outs, statistics.median(x[-1] for x in runs[1:] or runs)))
     return {"run": str(run_dir), "network": summary["network"], "device": summary["device"],
             "model": summary["model"], "layout": summary.get("compile", {}).get(
                 "layout_option", "nchw"),
@@ -188,25 +191,22 @@ def measure(paths: Paths, run_dir: Path, repeats: int) -> dict:
 # -- the table --------------------------------------------------------------------------------
 def layers(row: dict) -> dict[str, dict]:
     """Per layer: TVM's calls and ms (kernels of tuned tasks and others) and onnxruntime's."""
-    out: dict[str, dict] = {}
+    out: dict[str, dict] = defaultdict(lambda: {"tvm_n": 0, "tvm_ms": 0.0, "untuned_ms": 0.0,
+                                                "ort_n": 0, "ort_ms": 0.0})
     tasks = set(row["tasks"])
     for name, shapes, ms in row["tvm_calls"]:
         if name.startswith(BUILTIN):
             continue
-        key = tvm_layer(name, shapes)
-        d = out.setdefault(key, {"tvm_n": 0, "tvm_ms": 0.0, "untuned_ms": 0.0, "ort_n": 0,
-                                 "ort_ms": 0.0})
+        d = out[tvm_layer(name, shapes)]
         d["tvm_n"] += 1
         d["tvm_ms"] += ms
         if name not in tasks:
             d["untuned_ms"] += ms
     for op, ins, outs, ms in row["ort_nodes"]:
-        d = out.setdefault(ort_layer(op, ins, outs), {"tvm_n": 0, "tvm_ms": 0.0,
-                                                      "untuned_ms": 0.0, "ort_n": 0,
-                                                      "ort_ms": 0.0})
+        d = out[ort_layer(op, ins, outs)]
         d["ort_n"] += 1
         d["ort_ms"] += ms
-    return out
+    return dict(out)
 
 
 def format_table(row: dict) -> str:

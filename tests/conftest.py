@@ -1,9 +1,12 @@
 """Shared fixtures: tiny real workloads (TE matmuls), a data root per test."""
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,18 @@ if "PREFECT_HOME" not in os.environ:
     import tempfile
 
     os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="tcl-tests-prefect-")
+
+
+@contextlib.contextmanager
+def benchmark_module(name: str):
+    """A script of benchmarks/ imported as a module, benchmarks/ on sys.path meanwhile (its
+    sibling ``_common`` is imported from there)."""
+    where = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    sys.path.insert(0, where)
+    try:
+        yield importlib.import_module(name)
+    finally:
+        sys.path.remove(where)
 
 
 def stop_group(proc: subprocess.Popen, timeout: float = 60) -> None:

@@ -1,22 +1,15 @@
 """benchmarks/layer_table.py: TVM's kernels and onnxruntime's nodes fall into the same layers."""
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import benchmark_module
 
 
 @pytest.fixture(scope="module")
 def lt():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        yield importlib.import_module("layer_table")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    with benchmark_module("layer_table") as module:
+        yield module
 
 
 def test_a_blocked_tvm_convolution_and_onnxruntimes_are_one_layer(lt):

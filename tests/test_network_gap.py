@@ -3,7 +3,6 @@ every task, the VM's share and the totals against the estimate; a run directory 
 finished tuning run is a one-line error."""
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import benchmark_module
 from tcl.config import Paths, TclError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,11 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def gap():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        yield importlib.import_module("network_gap")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    with benchmark_module("network_gap") as module:
+        yield module
 
 
 def _profile():

@@ -78,9 +78,8 @@ def prepare_out(paths: Paths, out: Path, device, run: dict, set_aside: bool) -> 
     it there) it gives its measurements to the store (source ``tune:<network>``) and is moved
     aside to ``<out>.interrupted-<n>``, and the new run starts afresh and says so; else (a
     directory the user named: ``--out``) it is refused, untouched, naming the parameters that
-    differ. Any
-    other directory (no run file: the user's own, whatever MetaSchedule log it holds; or
-    another device's run) is refused, untouched."""
+    differ. Any other directory (no run file: the user's own, whatever MetaSchedule log it
+    holds; or another device's run) is refused, untouched."""
     if not out.exists() or not any(out.iterdir()):
         return False
     if (out / "summary.json").exists():
