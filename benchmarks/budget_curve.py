@@ -38,12 +38,16 @@ from _common import host_short, report_errors
 from tcl.config import Paths, TclError
 from tcl.metrics import standard_error
 
-# a setting's label -> (tcl tune's model, task scheduler); the search and update are tcl tune's
-# defaults for the model (tcl: residual, 64 x 2; MetaSchedule's own: 512 x 4)
-SETTINGS = {"tcl": ("latest", "gradient"), "xgb-online": ("xgb-online", "gradient"),
-            "random": ("random", "gradient"),
-            "xgb-online-round-robin": ("xgb-online", "round-robin"),
-            "tcl-round-robin": ("latest", "round-robin")}   # no commas: --settings splits
+# a setting's label -> (tcl tune's model, task scheduler, and its search: population and
+# generations, None for tcl tune's defaults for the model: tcl 64 x 2, MetaSchedule's own
+# 512 x 4); the update is the model's default (tcl: residual)
+SETTINGS = {"tcl": ("latest", "gradient", None), "xgb-online": ("xgb-online", "gradient", None),
+            "random": ("random", "gradient", None),
+            "xgb-online-round-robin": ("xgb-online", "round-robin", None),
+            "tcl-round-robin": ("latest", "round-robin", None),
+            # issue 40 point 4: more of a small budget's search on the model (scoring a
+            # candidate costs ~18 ms, measuring one ~1.4 s)
+            "tcl-wide-search": ("latest", "gradient", (256, 4))}   # no commas: --settings splits
 BUDGETS = (1, 2, 4, 8, 16, 32, 64)
 MAIN_BUDGET = 64   # a curve's run spends at least this many trials per task; --check's fewer
 RECORDS_FILE = "database_tuning_record.json"
@@ -75,18 +79,19 @@ def budget_lib(run_dir: Path, budget: int, run_budget: int) -> Path:
         run_dir / f"budget-{budget}" / "network.so"
 
 
-def compile_from(database_dir: Path, inst, device, lib: Path, layout: str = "nchw",
-                 fast_math: bool = False) -> None:
-    """The network compiled with the tuned schedules of ``database_dir``, as tcl tune compiles
-    it in ``layout`` (the run's, with its ``fast_math``)."""
-    from tcl.tune import compile_network, network_module
+def compile_from(database_dir: Path, inst, device, lib: Path, summary: dict) -> None:
+    """The network compiled with the tuned schedules of ``database_dir``, as tcl tune compiled
+    the run of ``summary`` (its layout, math and fusion: ``compile_choices``)."""
+    from tcl.tune import compile_choices, compile_network, network_module
     from tcl.tvm_compat import meta_schedule
 
     ms = meta_schedule()
     target = device.tvm_target()
-    mod = network_module(inst, inst.module(), inst.example(), layout, target, fast_math)
+    choices = compile_choices(summary)
+    mod = network_module(inst, inst.module(), inst.example(), target=target, **choices)
     database = ms.database.JSONDatabase(work_dir=str(database_dir))
-    compile_network(database, mod, target, layout).export_library(str(lib))
+    compile_network(database, mod, target, choices["layout"],
+                    choices["fuse"]).export_library(str(lib))
 
 
 def layout_tasks(paths: Paths, network: str, device_name: str, layout: str) -> int:
@@ -100,16 +105,6 @@ def layout_tasks(paths: Paths, network: str, device_name: str, layout: str) -> i
         DeviceRegistry(paths).get(device_name).tvm_target()
     mod = network_module(inst, inst.module(), inst.example(), layout, target)
     return len(tunable_tasks(mod, target))
-
-
-def run_layout(summary: dict) -> str:
-    """The layout a run tuned in (runs from before ``--layout`` tuned in nchw)."""
-    return summary.get("compile", {}).get("layout_option", "nchw")
-
-
-def run_fast_math(summary: dict) -> bool:
-    """Whether a run tuned with fast math (runs from before ``--fast-math`` did not)."""
-    return summary.get("compile", {}).get("math", "exact") != "exact"
 
 
 def repo_relative(path: str | Path) -> str:
@@ -139,7 +134,7 @@ def budget_points(paths: Paths, run_dir: Path, budgets: list[int], run_budget: i
         trials = sum(1 for _ in (db / RECORDS_FILE).open())
         lib = budget_lib(run_dir, b, run_budget)
         if not lib.exists():
-            compile_from(db, inst, device, lib, run_layout(summary), run_fast_math(summary))
+            compile_from(db, inst, device, lib, summary)
         _, mean, std, torch_ms, _ = time_compiled(lib, inst, inst.example(), device)
         points.append({"budget": b, "trials": trials, "latency_ms": round(mean, 4),
                        "latency_std_ms": round(std, 4), "torch_ms": round(torch_ms, 4),
@@ -175,12 +170,14 @@ def run(args) -> None:
             continue
         if setting not in SETTINGS:
             raise TclError(f"setting {setting!r}: expected one of {', '.join(SETTINGS)}")
-        model, scheduler = SETTINGS[setting]
+        model, scheduler, search = SETTINGS[setting]
+        population, generations = search or (None, None)
         suffix = "" if args.layout == "nchw" else f"-{args.layout}"
         out = Path(args.work) / \
             f"{args.network}-{args.device}-{setting}-b{run_budget}-s{seed}{suffix}"
         r = tune_network(paths, args.network, args.device, model, trials=tasks * run_budget,
-                         seed=seed, scheduler=scheduler, out=out, progress=False,
+                         seed=seed, scheduler=scheduler, population=population,
+                         generations=generations, out=out, progress=False,
                          set_aside=True,   # an interrupted run: its records kept, started over
                          layout=args.layout)
         which = r.model
@@ -290,8 +287,15 @@ def summarize(args) -> None:
     for r in checks:
         prefix = c[r["setting"]].get(r["run_budget"])
         print(f"check: {r['setting']} seed {r['seed']} run at {r['run_budget']} trials per task: "
-              f"{r['points'][-1]['latency_ms']:.2f} ms; the 64-trial runs' prefix "
-              f"{prefix['ms']:.2f} ± {prefix['se']:.2f} ms" if prefix else "")
+              f"{r['points'][-1]['latency_ms']:.2f} ms (PyTorch {r['points'][-1]['torch_ms']:.2f}"
+              f"); " + (f"the 64-trial runs' prefix {prefix['ms']:.2f} ± {prefix['se']:.2f} ms"
+                        if prefix else "no 64-trial curve of this setting"))
+    for setting, b in dict.fromkeys((r["setting"], r["run_budget"]) for r in checks):
+        last = [r["points"][-1] for r in checks if (r["setting"], r["run_budget"]) == (setting, b)]
+        ms, se = _mean_se([p["latency_ms"] for p in last])
+        rel, rel_se = _mean_se([p["latency_ms"] / p["torch_ms"] for p in last])
+        print(f"check: {setting} at {b} trials per task, {len(last)} seed(s): {ms:.2f} ± "
+              f"{se:.2f} ms; {rel:.3f} ± {rel_se:.3f} of PyTorch eager in the same sittings")
     print_targets(c)
     if args.publish:
         publish(c, rows, Paths(Path(args.publish)))

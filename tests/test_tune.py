@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -214,7 +215,7 @@ def test_prepack_folds_the_weight_layouts_the_tuned_kernels_chose(tiny):
 
     from tcl.store.devices import DeviceRegistry
     from tcl.tune import TOLERANCE, network_module, tune_network
-    from tcl.tune.layout import prepacked_module
+    from tcl.tune.layout import applied_module
     from tcl.tvm_compat import FAILED_RUN_SECS, meta_schedule
 
     paths, inst, _ = tiny
@@ -234,7 +235,7 @@ def test_prepack_folds_the_weight_layouts_the_tuned_kernels_chose(tiny):
         assert rewrote, "no measured candidate rewrote a weight's layout"
         target = DeviceRegistry(paths).get("cpu-avx2").tvm_target()
         mod = network_module(inst, layout="prepack", target=target)
-        packed = prepacked_module(db, mod, target)
+        packed = applied_module(db, mod, target, "prepack")
         called = lambda m: _called_kernels(m["main"], relax, tvm)   # noqa: E731
         assert any(name.endswith("_prepacked") for name in called(packed)), called(packed)
         assert len(called(packed)) == len(called(mod))   # no layout transform left to run
@@ -331,6 +332,45 @@ def test_fast_math_computes_gelu_and_softmax_without_exact_erf_and_matches_pytor
     assert json.loads((out / "run.json").read_text())["fast_math"] is True
 
 
+def test_no_fuse_tunes_one_kernel_per_operator_and_recompiles_as_the_run_did(tmp_path):
+    """`--no-fuse`: Relax's zero pipeline without FuseOps/FuseTIR, so each operator is its own
+    task; the run still matches PyTorch, says so in run.json and summary.json, and a finished
+    run's summary gives back the choices it compiled with (the budget curve recompiles from it)."""
+    from tcl.store.devices import DeviceRegistry
+    from tcl.tune import TOLERANCE, compile_choices, network_module, tunable_tasks, tune_network
+    from tcl.tune.layout import run_suffix
+    from tcl.zoo.user import UserNetworks
+
+    paths = Paths(tmp_path / "data")
+    (tmp_path / "gelu_net.py").write_text(GELU_NET)
+    inst, _ = UserNetworks(paths).add("gelu", f"{tmp_path / 'gelu_net.py'}:build", ["4x16"])
+    target = DeviceRegistry(paths).get("cpu-avx2").tvm_target()
+    fused, unfused = (len(tunable_tasks(network_module(inst, target=target, fuse=f), target))
+                      for f in (True, False))
+    assert unfused > fused, (unfused, fused)
+    r = tune_network(paths, "gelu", "cpu-avx2", "random", trials=2 * unfused, progress=False,
+                     fuse=False, **SMALL_SEARCH)
+    assert r.tasks == unfused and r.max_abs_err <= TOLERANCE["atol"]
+    assert r.out.endswith("-nofuse") and run_suffix("nchwc", True, False) == \
+        "-nchwc-fastmath-nofuse"
+    assert json.loads((Path(r.out) / "run.json").read_text())["fuse"] is False
+    summary = json.loads((Path(r.out) / "summary.json").read_text())
+    assert compile_choices(summary) == {"layout": "nchw", "fast_math": False, "fuse": False}
+    assert compile_choices({}) == {"layout": "nchw", "fast_math": False, "fuse": True}
+    # compiled unfused, every task's kernel is a tuned one (compile_relax would fuse anew first)
+    import tvm
+
+    from tcl.tune.layout import applied_module
+    from tcl.tvm_compat import meta_schedule
+
+    db = meta_schedule().database.JSONDatabase(work_dir=str(Path(r.out) / "database"))
+    applied = applied_module(db, network_module(inst, target=target, fuse=False), target,
+                             fuse=False)
+    tuned = [f for f in applied.functions.values() if isinstance(f, tvm.tirx.PrimFunc)
+             and f.attrs.get("tirx.is_scheduled", False)]
+    assert len(tuned) == unfused   # one per task (fc1's and fc2's weight transposes are no task)
+
+
 def test_a_budget_below_one_trial_per_task_is_refused(tiny, tmp_path):
     from tcl.tune import tune_network
 
@@ -406,7 +446,6 @@ def _start_and_kill(paths, root, out, trials: int, scheduler: str = "gradient",
     import subprocess
     import sys
     import time
-    from pathlib import Path
 
     tcl = Path(sys.executable).parent / "tcl"
     proc = subprocess.Popen([tcl, "--data", str(paths.root), "tune", "--network", "tiny",
@@ -561,7 +600,6 @@ def _bench_tuning():
     """benchmarks/tuning.py as a module (scripts import their helpers from their directory)."""
     import importlib.util
     import sys
-    from pathlib import Path
 
     root = Path(__file__).resolve().parents[1] / "benchmarks"
     spec = importlib.util.spec_from_file_location("bench_tuning", root / "tuning.py")
@@ -722,7 +760,6 @@ def test_ctrl_c_while_tunes_workers_start_prints_one_line(tmp_path, worker, load
     import subprocess
     import sys
     import time
-    from pathlib import Path
 
     import psutil
 

@@ -17,14 +17,14 @@ def cmd_tune(args) -> int:
         print(plan_tuning(_paths(args), args.network, args.device, args.model,
                           trials=args.trials, population=args.population,
                           generations=args.generations, layout=args.layout,
-                          fast_math=args.fast_math).describe())
+                          fast_math=args.fast_math, fuse=args.fuse).describe())
         return 0
     if args.out:
         out_path(args.out, "directory")
     r = tune_network(_paths(args), args.network, args.device, args.model, trials=args.trials,
                      update=args.update, seed=args.seed, population=args.population,
                      generations=args.generations, scheduler=args.scheduler,
-                     layout=args.layout, fast_math=args.fast_math, out=args.out,
+                     layout=args.layout, fast_math=args.fast_math, fuse=args.fuse, out=args.out,
                      progress=sys.stderr.isatty(), any_device=args.any_device)
     per_task = ", ".join(f"{n}" for n in r.trials_per_task.values())
     print(f"{r.network} on {r.device} with {r.model}: {r.trials} trials over {r.tasks} tasks "
@@ -76,6 +76,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="erf, exp, tanh, softmax and gelu as fast approximations (TOPI's "
                          "fast_erf, fast_exp, fast_tanh: within 1e-6 or so), as onnxruntime "
                          "computes gelu; the default keeps Relax's exact functions")
+    tu.add_argument("--no-fuse", dest="fuse", action="store_false",
+                    help="leave out Relax's operator fusion: every operator its own kernel and "
+                         "task (what fusion is worth, or a per-operator profile); the default "
+                         "fuses elementwise operators into their producer")
     tu.add_argument("--out", help="output directory (default: <data>/tuning/<network>-<device>-...)")
     tu.add_argument("--dry-run", action="store_true",
                     help="print the tasks, trials per task and estimated time; tune nothing")

@@ -27,13 +27,14 @@ from .plan import (ASSUMED_SEARCH_S_PER_SCORED, METASCHEDULE_SEARCH, MODELS_HELP
                    resolve_instance, task_scheduler, trials_per_iter, tuning_defaults)
 from .result import TuneResult, report_lines, versus_line
 from .resume import CURVE_FILE, RUN_FILE, ResumeState, prepare_out, resume_state
-from .layout import LAYOUT_HELP, LAYOUTS, compile_network, network_module, tunable_tasks
+from .layout import (LAYOUT_HELP, LAYOUTS, compile_choices, compile_network, network_module,
+                     tunable_tasks)
 from .run import TOLERANCE, cost_model_for, tune_network
 from .timing import SPLIT, Timed, measure_in_pinned_process, retime, time_compiled, time_split
 
 __all__ = [
     "ASSUMED_SEARCH_S_PER_SCORED", "CURVE_FILE", "CURVES_FILE", "Expectation", "LAYOUT_HELP",
-    "LAYOUTS", "compile_network", "network_module", "tunable_tasks",
+    "LAYOUTS", "compile_choices", "compile_network", "network_module", "tunable_tasks",
     "eager_ms", "expected_latency", "onnxruntime_ms", "onnxruntime_session",
     "onnxruntime_version", "read_curves", "METASCHEDULE_SEARCH", "MODELS_HELP", "ONLINE",
     "RUN_FILE", "SCHEDULERS", "SPLIT", "TCL_SEARCH", "TCL_UPDATE", "TOLERANCE", "UPDATE_MODES",

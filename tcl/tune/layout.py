@@ -22,8 +22,12 @@ TOPI's fast approximations (Relax's ``FastMathTransform``) and gelu is legalized
 makes it one of bert_tiny's slowest kernels (``benchmarks/layer_table.py``). onnxruntime's own
 Gelu is a polynomial too.
 
-Tasks that read weights (``prepack``), are laid out otherwise (``nchwc``) or compute with fast
-math are not the zoo's: their records join the store as imported tasks.
+Any layout may also leave out fusion (``tcl tune --no-fuse``): Relax's zero pipeline without
+``FuseOps`` and ``FuseTIR``, so every operator is its own kernel and task. It measures what
+fusion is worth at equal trials per task, and its per-kernel profile is one per operator.
+
+Tasks that read weights (``prepack``), are laid out otherwise (``nchwc``), compute with fast
+math or are not fused are not the zoo's: their records join the store as imported tasks.
 """
 from __future__ import annotations
 
@@ -60,12 +64,33 @@ FAST_MATH = ("erf, exp, tanh and softmax as TOPI's fast approximations (FastMath
              "gelu through fast_erf")
 
 
-def describe(layout: str, target, fast_math: bool = False) -> dict:
-    """summary.json's "compile": the data layout, the weights', the pipeline and the math."""
+FUSED = "Relax's FuseOps + FuseTIR: elementwise and injective operators into their producer"
+UNFUSED = "none: one kernel per operator (the zero pipeline without FuseOps and FuseTIR)"
+
+
+def describe(layout: str, target, fast_math: bool = False, fuse: bool = True) -> dict:
+    """summary.json's "compile": the data layout, the weights', the pipeline, the math and the
+    fusion."""
     d = _describe_layout(layout, target)
     if fast_math:
         d["pipeline"] = "FastMathTransform + fast gelu + " + d["pipeline"]
-    return {**d, "math": FAST_MATH if fast_math else "exact"}
+    return {**d, "math": FAST_MATH if fast_math else "exact",
+            "fusion": FUSED if fuse else UNFUSED}
+
+
+def run_suffix(layout: str, fast_math: bool = False, fuse: bool = True) -> str:
+    """What a run directory's name adds for the choices other than the defaults."""
+    return ("" if layout == "nchw" else f"-{layout}") + ("-fastmath" if fast_math else "") + \
+        ("" if fuse else "-nofuse")
+
+
+def compile_choices(summary: dict) -> dict:
+    """A finished run's ``layout``, ``fast_math`` and ``fuse`` (``network_module``'s keywords)
+    from its summary.json: runs from before an option had its default."""
+    c = summary.get("compile", {})
+    return {"layout": c.get("layout_option", "nchw"),
+            "fast_math": c.get("math", "exact") != "exact",
+            "fuse": c.get("fusion", FUSED) != UNFUSED}
 
 
 def _describe_layout(layout: str, target) -> dict:
@@ -85,10 +110,11 @@ def _describe_layout(layout: str, target) -> dict:
 
 
 def network_module(inst, model=None, example: tuple | None = None, layout: str = "nchw",
-                   target=None, fast_math: bool = False):
+                   target=None, fast_math: bool = False, fuse: bool = True):
     """The network as the legalized and fused Relax module that is tuned and compiled in
     ``layout`` (``target``: the device's, which sets the NCHW[x]c block), with ``fast_math``
-    its erf, exp, tanh, softmax and gelu as TOPI's fast approximations (``FAST_MATH``)."""
+    its erf, exp, tanh, softmax and gelu as TOPI's fast approximations (``FAST_MATH``);
+    ``fuse`` False: every operator its own kernel."""
     import tvm
     from tvm import relax
 
@@ -107,8 +133,10 @@ def network_module(inst, model=None, example: tuple | None = None, layout: str =
     if legalize:
         with tvm.target.Target(target) if target is not None else nullcontext():
             mod = relax.transform.LegalizeOps(legalize)(mod)   # conv2d_NCHWc reads the target
-    # Without legalization and fusion MetaSchedule finds no TIR functions to tune.
-    mod = relax.get_pipeline("zero")(mod)
+    # Without legalization MetaSchedule finds no TIR functions to tune.
+    mod = relax.get_pipeline("zero")(mod) if fuse else tvm.transform.Sequential([
+        relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FoldConstant()])(mod)
     if layout == "prepack":
         mod = _without_empty_layout_free(relax.transform.AttachAttrLayoutFreeBuffers()(mod))
     return mod
@@ -173,17 +201,19 @@ def _without_empty_layout_free(mod):
     return tvm.IRModule(funcs, attrs=mod.attrs)
 
 
-def compile_network(database, mod, target, layout: str = "nchw"):
-    """The network ``mod`` (``network_module``'s, in ``layout``) compiled with the tuned
-    schedules of ``database``: a Relax VM executable."""
+def compile_network(database, mod, target, layout: str = "nchw", fuse: bool = True):
+    """The network ``mod`` (``network_module``'s, in ``layout``, fused or not as ``fuse``
+    says) compiled with the tuned schedules of ``database``: a Relax VM executable."""
     import tvm
     from tvm import relax
     from tvm.relax.backend.cpu_generic import pipeline
 
-    if check_layout(layout) != "prepack":
+    if check_layout(layout) != "prepack" and fuse:
         return meta_schedule().relax_integration.compile_relax(compile_database(database), mod,
                                                                target, None)
-    mod = prepacked_module(database, mod, target)
+    # compile_relax fuses before it applies the database: an unfused module's kernels would
+    # become new fused ones that no record tunes
+    mod = applied_module(database, mod, target, layout, fuse)
     # the rest of compile_relax's pipeline: lowering and finalizing
     lower = tvm.transform.Sequential([*pipeline.dataflow_lower_passes(target),
                                       *pipeline.finalize_passes(target)])
@@ -191,9 +221,10 @@ def compile_network(database, mod, target, layout: str = "nchw"):
         return relax.build(mod, target=target, relax_pipeline=lower)
 
 
-def prepacked_module(database, mod, target):
-    """``mod`` (``network_module``'s, in ``prepack``) with the tuned kernels of ``database``
-    applied, each weight's layout rewrite split out of its kernel and folded into the constant
+def applied_module(database, mod, target, layout: str = "nchw", fuse: bool = True):
+    """``mod`` (``network_module``'s) with the tuned kernels of ``database`` applied, as
+    ``compile_relax`` applies them, fusing only if ``fuse``. In ``prepack`` each weight's
+    layout rewrite is then split out of its kernel and folded into the constant
     (``static_shape_tuning_pipeline``'s ``cpu_weight_prepack``; its LiftTransformParams has
     nothing to lift here: the weights are constants, not parameters): a Relax module whose
     ``main`` takes the network's inputs alone, as PyTorch's does."""
@@ -204,9 +235,12 @@ def prepacked_module(database, mod, target):
     # export dataflow_lower_passes; compile_relax falls back to a copy of the same list)
     from tvm.relax.backend.cpu_generic import pipeline
 
+    t = relax.transform
+    fusing = [t.FuseOps(), t.FuseTIR()] if fuse else []
+    prepack = [t.SplitLayoutRewritePreproc(), t.FoldConstant(), t.DeadCodeElimination()] \
+        if layout == "prepack" else []
     with target, compile_database(database), tvm.transform.PassContext(opt_level=3):
         return tvm.transform.Sequential([
-            *pipeline.library_dispatch_passes(target), *pipeline.legalize_passes(target),
-            relax.transform.MetaScheduleApplyDatabase(),
-            relax.transform.SplitLayoutRewritePreproc(), relax.transform.FoldConstant(),
-            relax.transform.DeadCodeElimination()])(mod)
+            *pipeline.library_dispatch_passes(target), t.LegalizeOps(),
+            t.AnnotateTIROpPattern(), t.FoldConstant(), *fusing,
+            t.MetaScheduleApplyDatabase(), *prepack])(mod)

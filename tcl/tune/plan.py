@@ -115,6 +115,7 @@ class TuningPlan:
     expected: str | None = None   # the budget curve's latency at this budget (tune.expect)
     layout: str = "nchw"          # tcl.tune.layout
     fast_math: bool = False
+    fuse: bool = True
 
     @property
     def rounds(self) -> int:
@@ -158,6 +159,7 @@ class TuningPlan:
             "benchmarks/budget_curve.py --publish` makes one)",
             *([_LAYOUT_NOTES[self.layout]] if self.layout in _LAYOUT_NOTES else []),
             *([_FAST_MATH_NOTE] if self.fast_math else []),
+            *([] if self.fuse else [_UNFUSED_NOTE]),
             "nothing was tuned or written (dry run)"])
 
 
@@ -172,6 +174,9 @@ _LAYOUT_NOTES = {
 
 _FAST_MATH_NOTE = ("fast math: tasks with erf, exp, tanh, softmax or gelu are new ones (their "
                    "approximations); the task count is the zoo's exact extraction's")
+
+_UNFUSED_NOTE = ("no fusion: every operator is its own task (more tasks than the zoo's fused "
+                 "extraction's count, each with new ids)")
 
 
 def earlier_runs(paths: Paths, device: str) -> list[dict]:
@@ -191,7 +196,7 @@ def earlier_runs(paths: Paths, device: str) -> list[dict]:
 def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "latest", *,
                 trials: int = 1000, population: int | None = None,
                 generations: int | None = None, layout: str = "nchw",
-                fast_math: bool = False) -> TuningPlan:
+                fast_math: bool = False, fuse: bool = True) -> TuningPlan:
     """``tcl tune --dry-run``: the tasks (the zoo's extraction of the network), trials per task
     and an estimated time, without tuning, loading a model, importing TVM or writing anything
     (``population``/``generations``: None for ``tuning_defaults``')."""
@@ -241,4 +246,4 @@ def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "late
                       per_iter, population, generations, rate,
                       rate_basis, search, basis,
                       expected.describe(trials / tasks) if expected else None, layout,
-                      fast_math)
+                      fast_math, fuse)

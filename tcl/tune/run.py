@@ -40,7 +40,8 @@ from ..store.records import task_id_of
 from ..train import holdout_task_ids
 from ..tvm_compat import meta_schedule
 from .curve import progress_callback, write_curve
-from .layout import check_layout, compile_network, describe, network_module, tunable_tasks
+from .layout import (check_layout, compile_network, describe, network_module, run_suffix,
+                     tunable_tasks)
 from .plan import (ONLINE, SCHEDULERS, resolve_instance, task_scheduler, trials_per_iter,
                    tuning_defaults)
 from .result import TuneResult
@@ -93,7 +94,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
                  trials: int = 1000, update: str | None = None, seed: int = 0,
                  population: int | None = None, generations: int | None = None,
                  scheduler: str = "gradient", layout: str = "nchw", fast_math: bool = False,
-                 out: str | Path | None = None, progress: bool = True,
+                 fuse: bool = True, out: str | Path | None = None, progress: bool = True,
                  any_device: bool = False, set_aside: bool | None = None) -> TuneResult:
     """Tune ``network`` for ``device_name`` with ``trials`` measured candidates, MetaSchedule's
     evolutionary search (``population`` schedules scored by the model per generation, for
@@ -101,12 +102,13 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     (``any_device``: even one made for another device), tasks picked by ``scheduler``
     (``SCHEDULERS``); ``update``, ``population`` and ``generations`` left None take
     ``tuning_defaults``'; the network laid out and compiled as ``layout`` says, with
-    ``fast_math`` its approximations (``tcl.tune.layout``). ``out``: the run's directory
-    (default: one under the data root's ``tuning/`` named by network, device, model, update mode
-    and seed, the layout but the default's, and ``fastmath``). An interrupted run of
-    this device with other parameters found there is moved aside (``set_aside``: its records
-    join the store, and this run starts over) or refused; None: moved aside from the default
-    directory, refused from one the caller named (``tcl tune --out``: ``resume.prepare_out``)."""
+    ``fast_math`` its approximations, unfused if not ``fuse`` (``tcl.tune.layout``). ``out``:
+    the run's directory (default: one under the data root's ``tuning/`` named by network,
+    device, model, update mode and seed, and the compile choices but the defaults:
+    ``run_suffix``). An interrupted run of this device with other parameters found there is
+    moved aside (``set_aside``: its records join the store, and this run starts over) or
+    refused; None: moved aside from the default directory, refused from one the caller named
+    (``tcl tune --out``: ``resume.prepare_out``)."""
     import torch
 
     update, population, generations = tuning_defaults(model, update, population, generations)
@@ -122,10 +124,9 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     check_layout(layout)
     cm, what = cost_model_for(paths, device_name, model, update, any_device)
     set_aside = not out if set_aside is None else set_aside
-    # the default layout adds nothing, so the directories of earlier runs keep their names
-    suffix = ("" if layout == "nchw" else f"-{layout}") + ("-fastmath" if fast_math else "")
-    out = Path(out) if out else paths.tuning_dir / \
-        f"{inst.key}-{device_name}-{Path(model).stem}-{update}-s{seed}{suffix}"
+    # the defaults add nothing, so the directories of earlier runs keep their names
+    out = Path(out) if out else paths.tuning_dir / (f"{inst.key}-{device_name}-"
+        f"{Path(model).stem}-{update}-s{seed}{run_suffix(layout, fast_math, fuse)}")
     if scheduler not in SCHEDULERS:
         raise TclError(f"scheduler {scheduler!r}: expected one of {', '.join(SCHEDULERS)}")
     run = {"network": inst.key, "device": device_name, "model": model, "update": update,
@@ -135,6 +136,8 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
         run["layout"] = layout
     if fast_math:
         run["fast_math"] = True
+    if not fuse:
+        run["fuse"] = False
     resuming = prepare_out(paths, out, device, run, set_aside)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_write(out / RUN_FILE, "tuning run file") as tmp:   # a torn one is no run's
@@ -142,7 +145,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     torch.manual_seed(seed)
     net, example = inst.module(), inst.example()
     target = device.tvm_target()
-    mod = network_module(inst, net, example, layout, target, fast_math)
+    mod = network_module(inst, net, example, layout, target, fast_math, fuse)
     tasks = tunable_tasks(mod, target)
     per_iter = trials_per_iter(trials, len(tasks), inst.key)
     kind = task_scheduler(scheduler, trials, len(tasks), per_iter)
@@ -200,7 +203,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
         scoring["feature_cache"] = scored.inner.cache.stats()
     online = scored.quality({task_id_of(t.dispatched[0]): float(t.weight) for t in tasks})
     start = time.perf_counter()
-    executable = compile_network(database, mod, target, layout)
+    executable = compile_network(database, mod, target, layout, fuse)
     lib = out / "network.so"
     executable.export_library(str(lib))
     compile_s = time.perf_counter() - start
@@ -230,7 +233,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
                                 "scheduler": kind},
                         resumed={"trials": before.measured, "tasks": len(before.trials),
                                  "wall_s": before.wall_s} if resuming else {},
-                        onnxruntime_ms=ort_ms, compile=describe(layout, target, fast_math))
+                        onnxruntime_ms=ort_ms, compile=describe(layout, target, fast_math, fuse))
     write_curve(result, out)
     summary = {k: v for k, v in asdict(result).items() if k != "curve"}
     (out / "summary.json").write_text(json.dumps(
