@@ -161,7 +161,7 @@ def run(args) -> None:
     tasks = plan_tuning(paths, args.network, args.device, "random", trials=10 ** 6).tasks if \
         args.layout == "nchw" else layout_tasks(paths, args.network, args.device, args.layout)
     runs = [(s, seed, args.run_budget) for seed in map(int, args.seeds.split(","))
-            for s in args.settings.split(",")]
+            for s in filter(None, args.settings.split(","))]
     for item in filter(None, args.check.split(",")):   # "tcl:4": a separate run at budget 4
         setting, b = item.split(":")
         runs += [(setting, seed, int(b)) for seed in map(int, args.seeds.split(","))]

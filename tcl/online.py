@@ -81,8 +81,22 @@ class ScoredCostModel(ms.cost_model.PyCostModel):
     def save(self, path: str) -> None:
         self.inner.save(path)
 
+    def _inner_predict(self, context, candidates):
+        try:
+            return self.inner.predict(context, candidates)
+        except TypeError:
+            # MetaSchedule's XGBModel (TVM 0.27) cannot score a batch in which no candidate has
+            # a block to featurize (an unfused task that is all copies: `tcl tune --no-fuse`):
+            # its pack-sum ids of an empty batch are float64, which np.bincount refuses. To any
+            # model such programs are alike: equal scores.
+            extractor = getattr(self.inner, "extractor", None)
+            if extractor is None or any(f.numpy().shape[0] for f in
+                                        extractor.extract_from(context, candidates)):
+                raise
+            return np.zeros(len(candidates))
+
     def predict(self, context, candidates) -> np.ndarray:
-        scores, secs = self._timed(self.inner.predict, context, candidates)
+        scores, secs = self._timed(self._inner_predict, context, candidates)
         self.predict_s += secs
         self.predict_calls += 1
         self.scored += len(candidates)
@@ -90,7 +104,7 @@ class ScoredCostModel(ms.cost_model.PyCostModel):
 
     def update(self, context, candidates, results) -> None:
         if len(candidates):
-            scores, secs = self._timed(self.inner.predict, context, candidates)
+            scores, secs = self._timed(self._inner_predict, context, candidates)
             self.predict_s += secs
             latency = np.array([run_latency(r) for r in results])
             self.rounds.setdefault(task_id_of(context.mod), []).append(

@@ -404,6 +404,38 @@ def test_the_tuning_wrapper_times_featurizing_apart_for_every_model():
         assert seconds["predict"] >= 0 and seconds["update"] >= 0
 
 
+def test_the_tuning_wrapper_scores_a_batch_with_no_block_alike_where_metaschedule_fails():
+    """MetaSchedule's XGBoost (TVM 0.27) raises a TypeError when no candidate of a batch has a
+    block to featurize (its pack-sum ids of an empty batch are float64: np.bincount refuses
+    them), which an unfused network's copy-only tasks give (`tcl tune --no-fuse`). The wrapper
+    scores such a batch alike instead; a batch with features still reaches the model."""
+    import tvm
+    import xgboost as xgb
+    from tvm.ir.utils import derived_object
+
+    from tcl.online import ScoredCostModel
+    from tcl.tvm_compat import meta_schedule
+
+    ms = meta_schedule()
+    ctx, cands = _matmul_candidates(4)
+
+    @derived_object
+    class Blockless(ms.feature_extractor.PyFeatureExtractor):
+        def extract_from(self, context, candidates):
+            return [tvm.runtime.tensor(np.zeros((0, 164), "float32")) for _ in candidates]
+
+    inner = ms.cost_model.XGBModel(extractor=Blockless(), num_warmup_samples=0)
+    rng = np.random.default_rng(0)
+    inner.booster = xgb.train({}, xgb.DMatrix(rng.random((8, 164)), label=rng.random(8)), 2)
+    with pytest.raises(TypeError):
+        inner.predict(ctx, cands)
+    np.testing.assert_array_equal(ScoredCostModel(inner).predict(ctx, cands), np.zeros(4))
+    real = ms.cost_model.XGBModel(num_warmup_samples=0)
+    real.booster = inner.booster
+    scores = ScoredCostModel(real).predict(ctx, cands)   # featurized, then scored
+    assert scores.shape == (4,) and np.all(np.isfinite(scores)) and np.any(scores != 0)
+
+
 class _Reversed(CostModel):
     """A deliberately wrong prior: ``inner``'s scores negated."""
 

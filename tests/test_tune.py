@@ -543,6 +543,8 @@ def test_the_dry_run_plans_from_the_zoo_and_earlier_runs(tiny, tmp_path):
     # a layout other than the default: what the plan cannot know of it without extracting
     assert "layout nchwc: the task count is the zoo's NCHW extraction's" in plan_tuning(
         paths, "tiny", "cpu-avx2", trials=12, layout="nchwc").describe()
+    assert "no fusion: every operator is its own task" in plan_tuning(
+        paths, "tiny", "cpu-avx2", trials=12, fuse=False).describe()
     assert "layout" not in plan.describe()
     # what the user leaves out: tcl's models search 64 x 2, MetaSchedule's own 512 x 4
     assert plan_tuning(paths, "tiny", "cpu-avx2", trials=12).population == TCL_SEARCH[0]
