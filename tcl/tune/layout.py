@@ -134,12 +134,20 @@ def network_module(inst, model=None, example: tuple | None = None, layout: str =
         with tvm.target.Target(target) if target is not None else nullcontext():
             mod = relax.transform.LegalizeOps(legalize)(mod)   # conv2d_NCHWc reads the target
     # Without legalization MetaSchedule finds no TIR functions to tune.
-    mod = relax.get_pipeline("zero")(mod) if fuse else tvm.transform.Sequential([
-        relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
-        relax.transform.FoldConstant()])(mod)
+    mod = tvm.transform.Sequential(_legalized(fuse))(mod)
     if layout == "prepack":
         mod = _without_empty_layout_free(relax.transform.AttachAttrLayoutFreeBuffers()(mod))
     return mod
+
+
+def _legalized(fuse: bool) -> list:
+    """Relax's zero pipeline (``relax.get_pipeline("zero")`` with no database: what
+    ``compile_relax`` runs before it applies one), without its fusion unless ``fuse``."""
+    from tvm import relax
+
+    t = relax.transform
+    return [t.LegalizeOps(), t.AnnotateTIROpPattern(), t.FoldConstant(),
+            *([t.FuseOps(), t.FuseTIR()] if fuse else [])]
 
 
 def tunable_tasks(mod, target) -> list:
@@ -236,11 +244,9 @@ def applied_module(database, mod, target, layout: str = "nchw", fuse: bool = Tru
     from tvm.relax.backend.cpu_generic import pipeline
 
     t = relax.transform
-    fusing = [t.FuseOps(), t.FuseTIR()] if fuse else []
     prepack = [t.SplitLayoutRewritePreproc(), t.FoldConstant(), t.DeadCodeElimination()] \
         if layout == "prepack" else []
     with target, compile_database(database), tvm.transform.PassContext(opt_level=3):
         return tvm.transform.Sequential([
-            *pipeline.library_dispatch_passes(target), t.LegalizeOps(),
-            t.AnnotateTIROpPattern(), t.FoldConstant(), *fusing,
+            *pipeline.library_dispatch_passes(target), *_legalized(fuse),
             t.MetaScheduleApplyDatabase(), *prepack])(mod)
