@@ -151,6 +151,7 @@ def run(args) -> None:
     from tcl.registry import ModelRegistry
     from tcl.store.devices import host_identity
     from tcl.tune import plan_tuning, tune_network
+    from tcl.tune.layout import run_suffix
 
     paths, results = Paths(Path(args.data).resolve()), Path(args.results)
     budgets = [int(b) for b in args.budgets.split(",")]
@@ -172,9 +173,8 @@ def run(args) -> None:
             raise TclError(f"setting {setting!r}: expected one of {', '.join(SETTINGS)}")
         model, scheduler, search = SETTINGS[setting]
         population, generations = search or (None, None)
-        suffix = "" if args.layout == "nchw" else f"-{args.layout}"
-        out = Path(args.work) / \
-            f"{args.network}-{args.device}-{setting}-b{run_budget}-s{seed}{suffix}"
+        out = Path(args.work) / (f"{args.network}-{args.device}-{setting}-b{run_budget}-"
+                                 f"s{seed}{run_suffix(args.layout)}")
         r = tune_network(paths, args.network, args.device, model, trials=tasks * run_budget,
                          seed=seed, scheduler=scheduler, population=population,
                          generations=generations, out=out, progress=False,

@@ -125,7 +125,7 @@ def measure(paths: Paths, run_dir: Path, repeats: int) -> dict:
     from tvm import relax
 
     from tcl.store.devices import host_identity
-    from tcl.tune import onnxruntime_session, resolve_instance
+    from tcl.tune import compile_choices, onnxruntime_session, resolve_instance
 
     summary = json.loads((run_dir / "summary.json").read_text())
     if not (run_dir / "network.so").exists():
@@ -178,8 +178,7 @@ def measure(paths: Paths, run_dir: Path, repeats: int) -> dict:
         op, ins, outs, _ = runs[0]
         ort_sites.append((op, ins, outs, statistics.median(x[-1] for x in runs[1:] or runs)))
     return {"run": str(run_dir), "network": summary["network"], "device": summary["device"],
-            "model": summary["model"], "layout": summary.get("compile", {}).get(
-                "layout_option", "nchw"),
+            "model": summary["model"], "layout": compile_choices(summary)["layout"],
             "tasks": sorted(summary["trials_per_task"]), "threads": threads,
             "host": host_identity(), "repeats": repeats,
             "tvm_calls": _median_per_site(tvm_runs[1:]),
