@@ -66,10 +66,13 @@ def load_run(run_dir: Path) -> dict:
             summary[key]
     except (ValueError, KeyError) as e:
         raise TclError(f"{summary_file}: not a tcl tune summary ({e})") from e
-    layout = summary.get("compile", {}).get("layout_option", "nchw")
-    if layout != "nchw":   # its kernels are compile_network's, not compile_relax's
-        raise TclError(f"{run_dir} was tuned with --layout {layout}: this script reads runs "
-                       "of the default layout (nchw) only")
+    from tcl.tune.layout import compile_choices
+
+    # it recompiles the zoo's module (nchw, exact math, fused) with compile_relax
+    choices, defaults = compile_choices(summary), compile_choices({})
+    if choices != defaults:
+        raise TclError(f"{run_dir} was tuned with {choices}: this script reads runs of the "
+                       f"default compile choices ({defaults}) only")
     estimate = math.nan
     if (run_dir / "curve.csv").is_file():
         curve = pl.read_csv(run_dir / "curve.csv")["estimate_ms"].drop_nans().drop_nulls()

@@ -90,6 +90,14 @@ def test_a_directory_that_is_not_a_finished_run_is_a_one_line_error(tmp_path, ga
         {"network": "n", "device": "d", "seed": 0, "latency_ms": 3.0}))
     (tmp_path / "curve.csv").write_text("trials,wall_s,estimate_ms\n1,0.1,NaN\n2,0.2,2.5\n")
     assert gap.load_run(tmp_path)["estimate_ms"] == 2.5
+    from tcl.tune.layout import UNFUSED
+
+    for compiled in ({"layout_option": "nchwc"}, {"math": "fast"},
+                     {"fusion": UNFUSED}):   # not the zoo's module: refused
+        (tmp_path / "summary.json").write_text(json.dumps(
+            {"network": "n", "device": "d", "seed": 0, "latency_ms": 3.0, "compile": compiled}))
+        with pytest.raises(TclError, match="default compile choices"):
+            gap.load_run(tmp_path)
     out = subprocess.run([sys.executable, ROOT / "benchmarks" / "network_gap.py",
                           tmp_path / "missing"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "not a finished tcl tune run" in out.stderr
