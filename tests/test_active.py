@@ -66,3 +66,25 @@ def test_same_seed_same_selection_and_uncertainty_needs_a_model(paths, tasks, tm
     with pytest.raises(TclError, match="model"):
         select_and_measure(paths, DEVICE, tasks, 6, Selection("uncertainty", 2),
                            progress=False, say=lambda _: None)
+
+
+def test_a_retired_selection_is_measured_again_and_nothing_else(paths, tasks):
+    """`tcl retire` takes a selection's records out (measured under load); `measure_selected`
+    (`tcl collect --selected`) measures exactly those programs again, so the device's model can
+    be made again from its subset."""
+    from datetime import timedelta
+
+    from tcl.measure.active import measure_selected
+    from tcl.store.records import now_utc
+
+    select_and_measure(paths, DEVICE, tasks, 6, Selection("random", 4), progress=False,
+                       say=lambda _: None)
+    picked = set(query(paths, "select program_id from selections")["program_id"])
+    RecordStore(paths).retire(DEVICE.name, now_utc() + timedelta(seconds=1), "under load")
+    assert query(paths, "select count(*) n from records")["n"][0] == 0
+    got = measure_selected(paths, DEVICE, tasks, progress=False)
+    assert got.measured == 4
+    assert set(query(paths, "select program_id from records")["program_id"]) == picked
+    assert measure_selected(paths, DEVICE, tasks, progress=False).measured == 0   # resumable
+    with pytest.raises(TclError, match="nothing was selected for device 'cpu-avx2-1c'"):
+        measure_selected(paths, BUILTIN_DEVICES["cpu-avx2-1c"], tasks, progress=False)

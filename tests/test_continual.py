@@ -307,3 +307,33 @@ def test_the_continual_run_learns_from_every_source_the_params_name(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     reference = load_params(tmp_path / "params.yaml", check_models=False)
     assert sorted(_records(reference, "cpu-avx2", None)["task_id"].unique()) == ["ta", "tb"]
+
+
+def test_tuning_records_of_training_tasks_join_the_subset_unselected(tmp_path):
+    """A tuning run's records were measured on the device by the search itself: they join the
+    device's subset without a selection (the flywheel), a held-out task's never, and none with
+    train.sources that leave tuning out."""
+    from test_status import _zoo
+    from test_store import rows
+
+    from tcl.pipeline.continual import _records, tuning_ids
+    from tcl.pipeline.params import load_params
+    from tcl.store.records import RecordStore
+
+    raw = yaml.safe_load((ROOT / "tests" / "tiny_params.yaml").read_text())
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    params = load_params(tmp_path / "params.yaml", check_models=False)
+    _zoo(params)   # ta, tb: bert_tiny's training tasks; th: held out
+    offset = 0
+    for task, n, source in (("ta", 2, "collect"), ("ta", 3, "tune:bert_tiny-b4-128"),
+                            ("tb", 2, "tune"), ("th", 4, "tune:bert_tiny-b1-128")):
+        RecordStore(params.paths).append(
+            [dict(r, source=source) for r in rows(task=task, n=n, offset=offset)])
+        offset += n
+    records = _records(params, "cpu-avx2", None)
+    assert tuning_ids(params, "cpu-avx2", records) == {"p2", "p3", "p4", "p5", "p6"}
+
+    raw["train"]["sources"] = ["reference"]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    reference = load_params(tmp_path / "params.yaml", check_models=False)
+    assert tuning_ids(reference, "cpu-avx2", _records(reference, "cpu-avx2", None)) == set()

@@ -12,7 +12,7 @@ import polars as pl
 from ..config import Paths, TclError
 from ..store.devices import DeviceRegistry, check_runnable
 from ..features import featurize
-from ..measure.active import Selection, plan_active, select_and_measure
+from ..measure.active import Selection, measure_selected, plan_active, select_and_measure
 from ..measure.collect import collect, plan
 from ..registry import SPEC_HELP, resolve_model
 from ..sampling import MAX_PROGRAMS_PER_TASK
@@ -46,6 +46,14 @@ def cmd_collect(args) -> int:
         # A task's programs then all come from one host: labels compare programs within a task.
         have = records(paths, device.name, ["task_id"])["task_id"].unique().to_list()
         tasks = tasks.filter(~pl.col("task_id").is_in(have))
+    if args.selected:
+        if args.select or args.dry_run:
+            raise TclError("--selected measures earlier selections again: drop --select and "
+                           "--dry-run")
+        stats = measure_selected(paths, device, tasks, batch_size=args.batch_size)
+        print(f"measured {stats.measured} selected programs again ({stats.errors} errors), "
+              f"{stats.skipped} measured already")
+        return 0
     if args.select:
         return _active_collect(args, paths, device, tasks)
     if args.dry_run:
@@ -216,6 +224,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(per task, by zoo weight), the other tasks get what is left")
     c.add_argument("--per-task", choices=["yes", "no"],
                    help="with --select: split the budget over tasks by zoo weight first")
+    c.add_argument("--selected", action="store_true",
+                   help="measure what was selected for the device earlier and holds no record "
+                        "now (after `tcl retire`), so its model can be made again")
     network_selection(c)
     c.set_defaults(func=cmd_collect)
 

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import polars as pl
 
-from ..config import Paths
+from ..config import Paths, TclError
 from ..dataset import load_program_set, to_program_set
 from ..features import featurize, load_features
 from ..models import make_model
@@ -267,6 +267,29 @@ def select_and_measure(paths: Paths, device: Device, tasks: pl.DataFrame, pool_p
             break
         run.measure(r, chosen)
     return run.stats
+
+
+def measure_selected(paths: Paths, device: Device, tasks: pl.DataFrame, batch_size: int = 64,
+                     progress: bool = True, report: Callable[[str], None] | None = None
+                     ) -> CollectStats:
+    """Measure what was ever selected for ``device`` (``tcl.store.selections``) of ``tasks``
+    and holds no record now: a selection that ``tcl retire`` took out (measured under load),
+    so that the device's model can be made again from it; resumable."""
+    chosen = SelectionStore(paths).of_device(device.name).join(
+        tasks.select("task_id"), on="task_id", how="semi")
+    if chosen.is_empty():
+        raise TclError(f"nothing was selected for device {device.name!r} among these tasks "
+                       f"(`tcl query \"select run, count(*) from selections where device = "
+                       f"'{device.name}' group by run\"`); select with --select first")
+    ids = set(chosen["program_id"].to_list())
+    # the selected programs are stored candidates: measure as deep into each task's as they lie
+    positions = pl.concat([load_candidates(paths, t).select("program_id").with_row_index("i")
+                           for t in chosen["task_id"].unique().to_list()])
+    depth = int(positions.filter(pl.col("program_id").is_in(list(ids)))["i"].max() or 0) + 1
+    part = tasks.join(chosen.select("task_id").unique(), on="task_id", how="semi")
+    return collect(paths, device, part, depth, batch_size=batch_size, progress=progress,
+                   program_ids=ids, report=report,
+                   what=f"measure {device.name}'s selections again")
 
 
 def _select_round(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task: int,

@@ -10,7 +10,8 @@ a later device:
 2. its measured subset is what was selected for it (``tcl.store.selections``). With
    ``subset_from: measured`` and no selection yet, ``continual.subset`` of its measured
    training records is selected now by ``select.sampler`` (cold start: the teacher's
-   embedding and uncertainty) and written as a selection, so reruns see the same subset;
+   embedding and uncertainty) and written as a selection, so reruns see the same subset. Its
+   tuning runs' records of training tasks join the subset unselected (``tuning_ids``);
 3. its pool (the distillation's unlabelled candidates) is every featurized candidate of the
    training tasks;
 4. the method (``continual.method``) makes the student, which is evaluated (the new device's
@@ -86,10 +87,7 @@ def subset_ids(params: Params, device: str, records: pl.DataFrame, teacher,
                say: Callable[[str], None]) -> set[str]:
     """Program ids of the device's measured subset (see the module docstring, step 2)."""
     store = SelectionStore(params.paths)
-    chosen: set[str] = set()
-    for f in store.files():
-        if f.parent.parent.name == f"device={device}":
-            chosen |= set(pl.read_parquet(f, columns=["program_id"])["program_id"])
+    chosen = set(store.of_device(device)["program_id"].to_list())
     if chosen:
         return chosen & set(records["program_id"])
     if params.continual.subset_from != "measured":
@@ -113,6 +111,18 @@ def subset_ids(params: Params, device: str, records: pl.DataFrame, teacher,
     say(f"distill {device}: selected {len(ids)} of its {len(ps)} measured training programs "
         f"with {sel.sampler} (selection run {SUBSET_RUN})")
     return set(ids)
+
+
+def tuning_ids(params: Params, device: str, records: pl.DataFrame) -> set[str]:
+    """Program ids among ``records`` that a tuning run measured on ``device`` (``tcl tune`` of a
+    training network). The search measured them on the device already, so they join the
+    device's subset without being selected: each run feeds the next model (``train.sources``
+    without ``tuning`` leaves them out, as it leaves them out of every record here)."""
+    if "tuning" not in (params.train.sources or SOURCES):
+        return set()
+    tasks = sorted(set(records["task_id"].to_list()))
+    tuned = measured(params.paths, device, tasks, sources=["tuning"])["program_id"]
+    return set(tuned.to_list()) & set(records["program_id"].to_list())
 
 
 def device_data(params: Params, device: str, labelled_rows: pl.DataFrame,
@@ -210,12 +220,13 @@ def prepare_distill(params: Params, device: str, method: str | None = None,
                            f"`tcl distill --device {before}` first")
         model, parent = found.model, found.entry.id
     pool = pool_rows(params, tasks) if position else None
-    chosen = subset_ids(params, device, records, model, say) if position else \
-        set(records["program_id"])
+    chosen = set(records["program_id"]) if not position else \
+        subset_ids(params, device, records, model, say) | tuning_ids(params, device, records)
     rows = records.filter(pl.col("program_id").is_in(list(chosen)))
     if rows.is_empty():
-        raise TclError(f"device {device!r}: none of its selected programs is measured yet; "
-                       "measure the selection first")
+        raise TclError(f"device {device!r}: none of its selected programs is measured now "
+                       f"(not yet, or retired); measure them: `tcl collect --device {device} "
+                       "--selected`")
     key = snapshot_key(device, method, settings, parent, rows, pool)
     same = registry.find(key)
     if same is not None:

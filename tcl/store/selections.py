@@ -35,10 +35,21 @@ class SelectionStore:
     def files(self) -> list[Path]:
         return sorted(self.root.rglob("round=*.parquet")) if self.root.exists() else []
 
+    def of_device(self, device: str) -> pl.DataFrame:
+        """program_id, task_id of everything ever selected for ``device`` (every run and
+        round), once each."""
+        name = f"device={safe_component(device, 'device name')}"
+        frames = [self._read(f).select("program_id", "task_id") for f in self.files()
+                  if f.parent.parent.name == name]
+        empty = pl.DataFrame(schema={"program_id": pl.Utf8, "task_id": pl.Utf8})
+        return pl.concat([empty, *frames]).unique(maintain_order=True)
+
     def read(self, device: str, run: str, round_: int) -> pl.DataFrame | None:
         f = self.file(device, run, round_)
-        if not f.exists():
-            return None
+        return self._read(f) if f.exists() else None
+
+    @staticmethod
+    def _read(f: Path) -> pl.DataFrame:
         try:
             return pl.read_parquet(f)
         except Exception as e:
