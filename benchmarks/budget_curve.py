@@ -189,7 +189,7 @@ def run(args) -> None:
         if model == "latest":
             entry = ModelRegistry(paths).latest(args.device)
             n_data = entry.n_records if entry is not None else 0
-        elif model == args.tcl_model:   # family_out.py's record of what the model learned from
+        elif model == args.tcl_model:   # chain_model.py's record of what the model learned from
             n_data = json.loads(Path(model).with_suffix(".json").read_text())["records"]
         else:
             n_data = training_records(paths, args.device, model)
@@ -404,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", default="", help="separate runs, e.g. tcl:4,tcl:16")
     ap.add_argument("--tcl-model", metavar="FILE",
                     help="the tcl settings tune with this model file instead of the registry's "
-                         "(family_out.py's; the rows' setting gets the file's stem: tcl-STEM)")
+                         "(chain_model.py's; the rows' setting gets the file's stem: tcl-STEM)")
     ap.add_argument("--work", default="data/.cache/budget-curve")
     ap.add_argument("--results", default="docs/bench-budget-curve.jsonl")
     ap.add_argument("--summarize", action="store_true")

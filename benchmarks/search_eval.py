@@ -12,10 +12,11 @@ Models, per kind and seed (``hyper`` of benchmarks/models.py; the same task spli
 stage): ``scratch``, trained on the device's own records of the training tasks without tuning
 records; ``scratch+tune``, the same with the tuning records of training tasks (the flywheel:
 where none exist yet, the arm is skipped and the table says so); ``from DEVICE``, trained on
-another device's records (``--transfer``), and ``registry``, the device's newest registered model
-(what `tcl tune --model latest` uses), where one is registered. Metrics: TenSet's top-1 and
-pairwise accuracy, per held-out network, then their mean; rows carry mean ± standard error over
-the seeds.
+another device's records (``--transfer``), ``registry``, the device's newest registered model
+(what `tcl tune --model latest` uses), where one is registered, and ``file``, each model file of
+``--model-files`` (e.g. the registry's chain made again by chain_model.py, with and without the
+tuning records). Metrics: TenSet's top-1 and pairwise accuracy, per held-out network, then their
+mean; rows carry mean ± standard error over the seeds.
 
     python benchmarks/search_eval.py --device zen4-1c --transfer cpu-avx512 --seeds 0,1,2 \\
         --results docs/bench-search-eval.jsonl
@@ -144,6 +145,10 @@ def run(args) -> None:
         if found is not None:
             write({"arm": "registry", "model": found.what, "seed": 0,
                    **score(found.model, sets, paths)})
+    for f in filter(None, args.model_files.split(",")):   # e.g. chain_model.py's
+        if ("file", Path(f).stem, 0) not in done:
+            write({"arm": "file", "model": Path(f).stem, "seed": 0,
+                   **score(resolve_model(paths, args.device, f).model, sets, paths)})
 
 
 def summarize(results: Path) -> None:
@@ -181,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
                     "scored on this device's sets (comma-separated)")
     ap.add_argument("--models", default=",".join(KINDS))
     ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--model-files", default="",
+                    help="model files scored too (arm file), comma-separated: e.g. "
+                         "chain_model.py's")
     ap.add_argument("--epochs", type=int, default=10, help="neural models' epochs")
     ap.add_argument("--xgb-rounds", type=int, default=1000)
     ap.add_argument("--results", default="docs/bench-search-eval.jsonl")

@@ -1,18 +1,23 @@
-"""A continual model that never saw one family (issue 40, point 1: the budget curve's second
-network, whose family no training task may come from).
+"""A device's continual model made again, the way the registry made it, with one family left
+out (issue 40, point 1: the budget curve's second network, whose family no training task may
+come from) or from other record sources (point 3: with and without the tuning records).
 
 The registry's model for a device (what ``tcl tune --model latest`` uses) comes down a chain:
 params.yaml's continual sequence (``continual.first``, ``continual.then``), then the device,
 distilled from the sequence's last model as ``tcl device add`` did. This script makes that chain
-again with every task of the family's networks left out of every step (their records, the
-distillation pools), the way the long-tail benchmark leaves a family out: a task the family
-shares with another network goes too. It runs in a scratch data root beside ``--out`` that
-links to the real one's records, features, selections and zoo, with its own registry, so the
-real registry gains nothing. The final model is written to ``--out`` (give it to ``tcl tune
---model FILE``, or to budget_curve.py's ``--tcl-model``), with a JSON of what it learned from.
+again. ``--family``: every task of the family's networks is left out of every step (their
+records, the distillation pools), the way the long-tail benchmark leaves a family out: a task
+the family shares with another network goes too. ``--sources``: what the models learn from
+instead of ``train.sources`` (e.g. every source but ``tuning``). It runs in a scratch data root
+beside ``--out`` that links to the real one's records, features, selections and zoo, with its
+own registry, so the real registry gains nothing. The final model is written to ``--out``
+(give it to ``tcl tune --model FILE``, or to budget_curve.py's ``--tcl-model``), with a JSON of
+what it learned from.
 
-    taskset -c 1 python benchmarks/family_out.py --family bert --device zen4-1c \\
-        --out data/.cache/family-out/zen4-1c-no-bert.model
+    taskset -c 1 python benchmarks/chain_model.py --family bert --device zen4-1c \\
+        --out data/.cache/chain-model/no-bert.model
+    taskset -c 1 python benchmarks/chain_model.py --device zen4-1c \\
+        --sources reference,families,user,imported --out data/.cache/chain-model/no-tune.model
 """
 from __future__ import annotations
 
@@ -66,9 +71,11 @@ def build(args) -> None:
     root = scratch_root(params.paths.root, out.with_suffix(".root"))
     raw = yaml.safe_load(Path(args.params).read_text())
     raw["data"] = str(root.resolve())
+    if args.sources:
+        raw["train"]["sources"] = args.sources.split(",")
     (root.parent / f"{out.stem}.params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     params = load_params(root.parent / f"{out.stem}.params.yaml")
-    left_out = family_task_ids(params.paths, args.family)
+    left_out = family_task_ids(params.paths, args.family) if args.family else set()
     chain = list(params.continual.sequence)
     lineage = []
     for i, device in enumerate(chain + [args.device]):
@@ -80,22 +87,25 @@ def build(args) -> None:
                         "records": r.entry.n_records, "new": r.metrics.get("new", {})})
     entry = ModelRegistry(params.paths).latest(args.device)
     shutil.copyfile(params.paths.root / entry.path, out)
-    info = {"family": args.family, "device": args.device, "tasks_left_out": len(left_out),
-            "records": entry.n_records, "lineage": lineage, "model": str(out)}
+    info = {"family": args.family, "sources": list(params.train.sources), "device": args.device,
+            "tasks_left_out": len(left_out), "records": entry.n_records, "lineage": lineage,
+            "model": str(out)}
     out.with_suffix(".json").write_text(json.dumps(info, indent=1) + "\n")
-    print(f"{out}: {args.device}'s model without the {args.family} family "
-          f"({len(left_out)} tasks left out; {entry.n_records} records on {args.device}; "
-          f"held-out: {lineage[-1]['new']})", file=sys.stderr)
+    print(f"{out}: {args.device}'s model, family left out: {args.family or 'none'} "
+          f"({len(left_out)} tasks), sources {', '.join(params.train.sources)}; "
+          f"{entry.n_records} records on {args.device}; held-out: {lineage[-1]['new']}",
+          file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--family", required=True, help="a zoo family (tcl zoo list), e.g. bert")
+    ap.add_argument("--family", help="leave out this zoo family (tcl zoo list), e.g. bert")
+    ap.add_argument("--sources", help="train.sources instead of params.yaml's, comma-separated")
     ap.add_argument("--device", required=True, help="the device the model is for, e.g. zen4-1c")
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--out", required=True, help="the model file to write")
     args = ap.parse_args(argv)
-    return report_errors("family_out", lambda: build(args))
+    return report_errors("chain_model", lambda: build(args))
 
 
 if __name__ == "__main__":
