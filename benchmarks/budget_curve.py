@@ -239,12 +239,12 @@ def _mean_se(xs: list[float]) -> tuple[float, float]:
     return float(np.mean(xs)), (standard_error(xs) if len(xs) > 1 else math.nan)
 
 
-def curves(rows: list[dict]) -> dict[str, dict[int, dict]]:
-    """Per setting and budget (the curve's runs, not ``--check``'s smaller ones): latency and
-    wall time over seeds."""
+def curves(rows: list[dict], run_budget: int = MAIN_BUDGET) -> dict[str, dict[int, dict]]:
+    """Per setting and budget (the curve's runs of at least ``run_budget`` trials per task, not
+    ``--check``'s smaller ones): latency and wall time over seeds."""
     out: dict[str, dict[int, dict]] = {}
     for setting in dict.fromkeys(r["setting"] for r in rows):
-        runs = [r for r in rows if r["setting"] == setting and r["run_budget"] >= MAIN_BUDGET]
+        runs = [r for r in rows if r["setting"] == setting and r["run_budget"] >= run_budget]
         budgets = sorted({p["budget"] for r in runs for p in r["points"]})
         out[setting] = {}
         for b in budgets:
@@ -267,7 +267,7 @@ def time_to(curve: dict[int, dict], target_ms: float) -> tuple[int, float] | Non
 
 def summarize(args) -> None:
     rows = [json.loads(x) for x in Path(args.results).read_text().splitlines()]
-    c = curves(rows)
+    c = curves(rows, args.run_budget)
     hosts = sorted({host_short(r["host"]) for r in rows})
     print(f"network {rows[0]['network']}, device {rows[0]['device']}, host {', '.join(hosts)}; "
           "latency ms, mean ± SE over seeds (tuning wall s, estimated)\n")
@@ -290,7 +290,7 @@ def summarize(args) -> None:
             print(f"frameworks ({f.get('threads', 1)} thread, host {host_short(f.get('host'))}):"
                   f" eager {ms['eager_ms']}, torch.compile {ms['torch_compile_ms']}, "
                   f"onnxruntime {ms['onnxruntime_ms']} ms")
-    checks = [r for r in rows if r["run_budget"] < MAIN_BUDGET]
+    checks = [r for r in rows if r["run_budget"] < args.run_budget]
     for r in checks:
         prefix = c[r["setting"]].get(r["run_budget"])
         print(f"check: {r['setting']} seed {r['seed']} run at {r['run_budget']} trials per task: "
@@ -335,7 +335,7 @@ def publish(c: dict[str, dict[int, dict]], rows: list[dict], paths: Paths) -> No
 
 
 def print_targets(c: dict[str, dict[int, dict]]) -> None:
-    if not any(s.startswith("tcl") for s in c) or "xgb-online" not in c:
+    if not any(s.startswith("tcl") for s in c) or 64 not in c.get("xgb-online", {}):
         return
     best = min((s for s in c if s.startswith("xgb-online")), key=lambda s: c[s][64]["ms"])
     final = c[best][64]["ms"]
@@ -399,8 +399,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     ap.add_argument("--layout", default="nchw", help="tcl tune --layout of every run")
     ap.add_argument("--run-budget", type=int, default=MAIN_BUDGET,
-                    help="trials per task of each run (at least 64; budgets above 64 are the "
-                         "prefixes of later rounds, e.g. 128,256 under round-robin)")
+                    help="trials per task of each run (budgets above 64 are the prefixes of "
+                         "later rounds, e.g. 128,256 under round-robin); with --summarize, "
+                         "runs of at least this many make the curves, smaller ones are checks")
     ap.add_argument("--check", default="", help="separate runs, e.g. tcl:4,tcl:16")
     ap.add_argument("--tcl-model", metavar="FILE",
                     help="the tcl settings tune with this model file instead of the registry's "

@@ -337,3 +337,29 @@ def test_tuning_records_of_training_tasks_join_the_subset_unselected(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     reference = load_params(tmp_path / "params.yaml", check_models=False)
     assert tuning_ids(reference, "cpu-avx2", _records(reference, "cpu-avx2", None)) == set()
+
+
+def test_a_chain_made_again_leaves_the_family_out_and_the_real_registry_alone(tmp_path):
+    """benchmarks/chain_model.py: a family's tasks are every task its networks run, and the
+    scratch root shares the data root's every entry but its models (a registry of its own)."""
+    from conftest import benchmark_module
+    from test_status import _zoo
+
+    from tcl.pipeline.params import load_params
+
+    raw = yaml.safe_load((ROOT / "tests" / "tiny_params.yaml").read_text())
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    params = load_params(tmp_path / "params.yaml", check_models=False)
+    _zoo(params)   # bert_tiny: th (held out), ta, tb; swin_t: tl
+    (params.paths.models_dir / "registry").mkdir(parents=True)
+    with benchmark_module("chain_model") as chain:
+        assert chain.family_task_ids(params.paths, "bert") == {"th", "ta", "tb"}
+        assert chain.family_task_ids(params.paths, "swin_t") == {"tl"}
+        with pytest.raises(TclError, match="family 'bertt': expected one of .*bert"):
+            chain.family_task_ids(params.paths, "bertt")
+        root = chain.scratch_root(params.paths.root, tmp_path / "scratch")
+    assert (root / "zoo").resolve() == params.paths.zoo_dir.resolve()
+    assert not (root / "models").exists()   # the scratch registry's files stay in the scratch
+    (root / "models").mkdir()
+    (root / "models" / "registry.duckdb").write_text("")
+    assert not (params.paths.models_dir / "registry.duckdb").exists()
