@@ -235,6 +235,12 @@ def retime_points(args) -> None:
         tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+def _ms(x: float, like: float | None = None) -> str:
+    """A latency in ms to a tenth, below 10 ms (or ``like``'s) to a hundredth (bert_tiny runs
+    in 2 ms)."""
+    return f"{x:.2f}" if abs(x if like is None else like) < 10 else f"{x:.1f}"
+
+
 def _mean_se(xs: list[float]) -> tuple[float, float]:
     return float(np.mean(xs)), (standard_error(xs) if len(xs) > 1 else math.nan)
 
@@ -276,15 +282,17 @@ def summarize(args) -> None:
     print("| trials per task | " + " | ".join(settings) + " |")
     print("|---" * (len(settings) + 1) + "|")
     for b in budgets:
-        cells = [f"{c[s][b]['ms']:.1f} ± {c[s][b]['se']:.1f} ({c[s][b]['wall_s']:.0f} s)"
+        cells = [f"{_ms(c[s][b]['ms'])} ± {_ms(c[s][b]['se'], c[s][b]['ms'])} ({c[s][b]['wall_s']:.0f} s)"
                  if b in c[s] else "-" for s in settings]
         print(f"| {b} | " + " | ".join(cells) + " |")
     torch = [p["torch_ms"] for r in rows for p in r["points"]]
-    print(f"\nPyTorch eager in the same sittings: {np.median(torch):.1f} ms (median of "
+    print(f"\nPyTorch eager in the same sittings: {_ms(np.median(torch))} ms (median of "
           f"{len(torch)})")
     if args.frameworks and Path(args.frameworks).exists():
         for line in Path(args.frameworks).read_text().splitlines():
             f = json.loads(line)
+            if f.get("network", rows[0]["network"]) != rows[0]["network"]:
+                continue
             ms = {k: "-" if f.get(k) is None else f"{f[k]:.1f}"
                   for k in ("eager_ms", "torch_compile_ms", "onnxruntime_ms")}
             print(f"frameworks ({f.get('threads', 1)} thread, host {host_short(f.get('host'))}):"
@@ -340,7 +348,7 @@ def print_targets(c: dict[str, dict[int, dict]]) -> None:
     best = min((s for s in c if s.startswith("xgb-online")), key=lambda s: c[s][64]["ms"])
     final = c[best][64]["ms"]
     print(f"\nTargets, against xgb-online at 64 trials per task ({best}, its best setting: "
-          f"{final:.1f} ms):")
+          f"{_ms(final)} ms):")
     for ours in (s for s in c if s.startswith("tcl") and 4 in c[s]):
         ratio = c[ours][4]["ms"] / final
         print(f"- {ours} at 4 trials per task within 10% of it: {ratio:.3f} "
@@ -364,7 +372,7 @@ def print_targets(c: dict[str, dict[int, dict]]) -> None:
                   "target 5)")
         else:
             print(f"- protocol: {ours} {'never gets' if not got else 'gets'} within 5% of "
-                  f"{final:.1f} ms")
+                  f"{_ms(final)} ms")
 
 
 def _plot(c: dict[str, dict[int, dict]], out: str, network: str, device: str,
