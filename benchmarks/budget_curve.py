@@ -245,6 +245,11 @@ def _mean_se(xs: list[float]) -> tuple[float, float]:
     return float(np.mean(xs)), (standard_error(xs) if len(xs) > 1 else math.nan)
 
 
+def _mean_se_text(mean: float, se: float, fmt) -> str:
+    """``mean ± se``; a single seed's value says so instead of a standard error."""
+    return f"{fmt(mean)} (1 seed)" if math.isnan(se) else f"{fmt(mean)} ± {fmt(se, mean)}"
+
+
 def curves(rows: list[dict], run_budget: int = MAIN_BUDGET) -> dict[str, dict[int, dict]]:
     """Per setting and budget (the curve's runs of at least ``run_budget`` trials per task, not
     ``--check``'s smaller ones): latency and wall time over seeds."""
@@ -256,7 +261,9 @@ def curves(rows: list[dict], run_budget: int = MAIN_BUDGET) -> dict[str, dict[in
         for b in budgets:
             pts = [p for r in runs for p in r["points"] if p["budget"] == b]
             lat, se = _mean_se([p["latency_ms"] for p in pts])
-            out[setting][b] = {"ms": lat, "se": se, "seeds": len(pts),
+            # over PyTorch eager timed beside it: a sitting's load cancels out of the ratio
+            rel, rel_se = _mean_se([p["latency_ms"] / p["torch_ms"] for p in pts])
+            out[setting][b] = {"ms": lat, "se": se, "seeds": len(pts), "rel": rel, "rel_se": rel_se,
                                "wall_s": float(np.mean([p["wall_s"] for p in pts])),
                                "data_s": float(np.mean([r["data_collection_s"] for r in runs]))}
     return out
@@ -282,7 +289,15 @@ def summarize(args) -> None:
     print("| trials per task | " + " | ".join(settings) + " |")
     print("|---" * (len(settings) + 1) + "|")
     for b in budgets:
-        cells = [f"{_ms(c[s][b]['ms'])} ± {_ms(c[s][b]['se'], c[s][b]['ms'])} ({c[s][b]['wall_s']:.0f} s)"
+        cells = [f"{_mean_se_text(c[s][b]['ms'], c[s][b]['se'], _ms)} ({c[s][b]['wall_s']:.0f} s)"
+                 if b in c[s] else "-" for s in settings]
+        print(f"| {b} | " + " | ".join(cells) + " |")
+    print("\nThe same over PyTorch eager timed in the same sitting (each point's ratio, then the "
+          "mean):\n")
+    print("| trials per task | " + " | ".join(settings) + " |")
+    print("|---" * (len(settings) + 1) + "|")
+    for b in budgets:
+        cells = [_mean_se_text(c[s][b]["rel"], c[s][b]["rel_se"], lambda x, like=None: f"{x:.2f}")
                  if b in c[s] else "-" for s in settings]
         print(f"| {b} | " + " | ".join(cells) + " |")
     torch = [p["torch_ms"] for r in rows for p in r["points"]]
@@ -293,7 +308,7 @@ def summarize(args) -> None:
             f = json.loads(line)
             if f.get("network", rows[0]["network"]) != rows[0]["network"]:
                 continue
-            ms = {k: "-" if f.get(k) is None else f"{f[k]:.1f}"
+            ms = {k: "-" if f.get(k) is None else _ms(f[k])
                   for k in ("eager_ms", "torch_compile_ms", "onnxruntime_ms")}
             print(f"frameworks ({f.get('threads', 1)} thread, host {host_short(f.get('host'))}):"
                   f" eager {ms['eager_ms']}, torch.compile {ms['torch_compile_ms']}, "
