@@ -91,6 +91,38 @@ def test_second_run_measures_nothing_and_more_programs_measure_the_difference(co
     assert query(paths, "select count(*) n from records")["n"][0] == 7
 
 
+def test_a_pipelined_collection_measures_what_a_plain_one_does(collected, tmp_path):
+    """Building the next batch while this one runs (a 1-core device, the builder on the other
+    cpu) stores the same programs with the same statuses as the plain collection."""
+    from tcl.config import Paths
+
+    paths, task, tasks, _ = collected
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs a cpu beside the device's")
+    other = Paths(tmp_path / "data")
+    write_tasks(other, [task])
+    other.candidates_file(task["task_id"]).parent.mkdir(parents=True, exist_ok=True)
+    other.candidates_file(task["task_id"]).write_bytes(
+        paths.candidates_file(task["task_id"]).read_bytes())
+    one_core = BUILTIN_DEVICES["cpu-avx2-1c"]
+    stats = collect(other, one_core, tasks, 5, batch_size=2, progress=False, pipelined=True)
+    assert stats.measured == 5 and stats.per_status == {"ok": 4, "build_error": 1}
+    plain = RecordStore(paths).read().sort("program_id")
+    piped = RecordStore(other).read().sort("program_id")
+    assert piped["program_id"].to_list() == plain["program_id"].to_list()
+    assert piped["status"].to_list() == plain["status"].to_list()
+    assert collect(other, one_core, tasks, 5, progress=False, pipelined=True).measured == 0
+
+
+def test_a_pipelined_collection_without_a_spare_cpu_is_refused(monkeypatch):
+    from tcl.measure import runner
+
+    monkeypatch.setattr(runner.os, "sched_getaffinity", lambda _pid: {0})
+    with pytest.raises(TclError, match="pipelined collection builds on cores cpu-avx2-1c does "
+                                       "not use.*1 cpu"):
+        runner.build_cpus(BUILTIN_DEVICES["cpu-avx2-1c"])
+
+
 def test_candidates_span_random_and_mutations_and_are_distinct(collected):
     paths, task, _, _ = collected
     cands = load_candidates(paths, task["task_id"])

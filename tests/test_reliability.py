@@ -215,20 +215,22 @@ COLLECT_SCRIPT = textwrap.dedent("""
     paths = Paths(Path(sys.argv[1]))
     tasks = pl.read_parquet(paths.tasks_file)
     collect(paths, BUILTIN_DEVICES[sys.argv[2]], tasks, int(sys.argv[3]), batch_size=2,
-            progress=False)
+            progress=False, pipelined=sys.argv[4] == "pipelined")
 """)
 
 
 def test_concurrent_collections_lose_nothing_and_measure_nothing_twice(paths, tmp_path):
     """Overlapping collections whose batches end mid-task (3 and 5 programs a task, batches of
     2): each one reaches the other's task while its own batch still holds a task lock, the
-    shape that deadlocked (issue 38). All finish; nothing is measured twice or lost."""
+    shape that deadlocked (issue 38). The one-core device's two are pipelined: a batch built
+    ahead holds locks too. All finish; nothing is measured twice or lost."""
     write_tasks(paths, [matmul_task(32), matmul_task(40)])
     script = tmp_path / "collect.py"
     script.write_text(COLLECT_SCRIPT)
-    runs = [("cpu-avx2", 3), ("cpu-avx2", 5), ("cpu-avx2-1c", 4)]   # started together
-    procs = [subprocess.Popen([sys.executable, str(script), str(paths.root), dev, str(n)],
-                              stderr=subprocess.PIPE, text=True) for dev, n in runs]
+    runs = [("cpu-avx2", 3, "plain"), ("cpu-avx2", 5, "plain"),     # started together
+            ("cpu-avx2-1c", 4, "pipelined"), ("cpu-avx2-1c", 3, "pipelined")]
+    procs = [subprocess.Popen([sys.executable, str(script), str(paths.root), dev, str(n), how],
+                              stderr=subprocess.PIPE, text=True) for dev, n, how in runs]
     for p in procs:
         _, err = p.communicate(timeout=900)
         assert p.returncode == 0, err
@@ -266,7 +268,8 @@ def test_a_collection_never_waits_for_a_task_while_holding_another(paths):
         b.release(second)
         worker.join(120)
         pytest.fail("a collection waited for task 2 while holding task 1 (deadlock)")
-    assert [job.task_id for job in got[0]] == [first] * 3       # flushed short of 4
+    jobs, flushed = got[0]
+    assert [job.task_id for job in jobs] == [first] * 3 and flushed   # flushed short of 4
     assert set(a.held) == {first}                               # released once stored
     a.release(first)
     with pytest.raises(RuntimeError, match="flush the batch first"):
@@ -275,7 +278,8 @@ def test_a_collection_never_waits_for_a_task_while_holding_another(paths):
     stopped = _TaskLocks(paths, device.name, stop=lambda: True)
     assert stopped.take(second) is False and not stopped.held
     b.release(second)
-    assert [job.task_id for job in next(batches)] == [second] * 3   # then A measures it
+    jobs, _ = next(batches)
+    assert [job.task_id for job in jobs] == [second] * 3        # then A measures it
 
 
 def test_an_interrupted_active_collection_resumes_its_selection(zoo_root):

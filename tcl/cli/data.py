@@ -46,6 +46,9 @@ def cmd_collect(args) -> int:
         # A task's programs then all come from one host: labels compare programs within a task.
         have = records(paths, device.name, ["task_id"])["task_id"].unique().to_list()
         tasks = tasks.filter(~pl.col("task_id").is_in(have))
+    if args.pipelined and (args.select or args.selected):
+        raise TclError("--pipelined applies to a plain collection, not to --select or "
+                       "--selected: drop it")
     if args.selected:
         if args.select or args.dry_run:
             raise TclError("--selected measures earlier selections again: drop --select and "
@@ -60,10 +63,12 @@ def cmd_collect(args) -> int:
         print(plan(paths, device, tasks, args.programs_per_task).describe())
         return 0
     stats = collect(paths, device, tasks, args.programs_per_task, seed=args.seed,
-                    batch_size=args.batch_size)
+                    batch_size=args.batch_size, pipelined=args.pipelined)
+    how = (f"build {stats.build_secs:.0f}s beside run {stats.run_secs:.0f}s" if args.pipelined
+           else f"build {stats.build_secs:.0f}s + run {stats.run_secs:.0f}s + other "
+                f"{stats.other_secs:.0f}s")
     print(f"measured {stats.measured} programs ({stats.errors} errors: {stats.per_status}), "
-          f"{stats.skipped} already stored; wall {stats.wall_secs:.0f}s = build "
-          f"{stats.build_secs:.0f}s + run {stats.run_secs:.0f}s + other {stats.other_secs:.0f}s")
+          f"{stats.skipped} already stored; wall {stats.wall_secs:.0f}s = {how}")
     if stats.dropped:
         print(f"{stats.dropped} programs failed for reasons outside them (runner or RPC) and "
               "were not stored; the next run measures them")
@@ -200,6 +205,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="only N tasks of each split (stratified by operator class)")
     c.add_argument("--seed", type=int_in(0, MAX_SEED), default=0)
     c.add_argument("--batch-size", type=int_in(1, 4096), default=64)
+    c.add_argument("--pipelined", action="store_true",
+                   help="build the next batch while this one runs, on the cores the device "
+                        "does not use (a 1-core device on 2 cores)")
     c.add_argument("--dry-run", action="store_true", help="print the plan and estimated time")
     c.add_argument("--new-tasks", action="store_true",
                    help="only tasks that hold no record of this device yet, from any host "

@@ -1,7 +1,9 @@
 """The collection loop: build a batch, then run it, then append its records.
 
 Builds and kernel timing never overlap (LocalBuilder.build returns before LocalRunner.run starts,
-and the runner times one kernel at a time). Every finished batch is one atomic Parquet file per
+and the runner times one kernel at a time), unless the collection is ``pipelined``: then the
+next batch builds on the cores the device does not use while this one runs on the device's
+(a 1-core device on a 2-core host; issue 39 point 3). Every finished batch is one atomic Parquet file per
 task, so a killed collector loses at most the batch in flight; re-running skips record ids
 already stored.
 
@@ -13,8 +15,10 @@ measure it, so no program is measured twice (``tcl.store.locks``).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import contextvars
 import json
+import os
 import re
 import shutil
 import sys
@@ -35,8 +39,9 @@ from ..store.locks import try_lock, wait_for_lock
 from ..store.records import RecordStore, now_utc, program_id, record_id
 from ..tvm_compat import meta_schedule
 from .builder import local_builder
+from .pooled_builder import pooled_builder
 from .interrupt import InfrastructureFailure, Interrupted, StopGuard, shielded
-from .runner import make_runner, runner_device_type, tracker_problem
+from .runner import build_cpus, make_runner, runner_device_type, tracker_problem
 
 DEFAULT_RECORDS_PER_SEC = 3.0  # measured on the 2-core reference machine (environment notes)
 # Seconds between progress lines of a collection given a ``report`` callback (a batch of 64
@@ -199,10 +204,19 @@ class Job:
     last: bool = False
 
 
-def _measure_batch(device: Device, jobs: list[Job], builder, runner,
-                   stats: CollectStats) -> list[dict]:
-    """Build every job of the batch, then run the built ones one by one; one row per job
-    (status ``infra`` marks a failure of the runner or the RPC link, not of the program)."""
+@dataclass
+class _Built:
+    """A batch after building: the rows of the jobs that failed to build, and what to run."""
+
+    rows: list[dict]
+    run_inputs: list
+    run_slots: list   # (job, artifact path) per run input
+    per_build: float
+    row: Callable
+
+
+def _build_batch(device: Device, jobs: list[Job], builder, stats: CollectStats) -> _Built:
+    """Build every job of the batch; one row per job that failed to build."""
     import tvm
 
     ms = meta_schedule()
@@ -227,9 +241,10 @@ def _measure_batch(device: Device, jobs: list[Job], builder, runner,
         except TclError as e:
             rows.append(row(job, "build_error", str(e), [], 0.0))
     if not inputs:
-        return rows
+        return _Built(rows, [], [], 0.0, row)
     t0 = time.perf_counter()
-    stats.phase, stats.ran = "building", 0
+    if stats.phase != "running":   # pipelined, the batch before this one may be running
+        stats.phase = "building"
     built = builder.build(inputs)
     build_secs = time.perf_counter() - t0
     stats.build_secs += build_secs
@@ -242,21 +257,35 @@ def _measure_batch(device: Device, jobs: list[Job], builder, runner,
         args = ms.arg_info.ArgInfo.from_prim_func(inp.mod["main"])
         run_inputs.append(ms.runner.RunnerInput(res.artifact_path, runner_device_type(device), args))
         run_slots.append((job, res.artifact_path))
+    return _Built(rows, run_inputs, run_slots, per_build, row)
+
+
+def _run_batch(device: Device, built: _Built, runner, stats: CollectStats) -> list[dict]:
+    """Run the built programs one by one; one row per job of the batch (status ``infra`` marks
+    a failure of the runner or the RPC link, not of the program)."""
+    rows = list(built.rows)
     t0 = time.perf_counter()
     # The Python runner behind TVM's derived-object wrapper: its futures keep their Python
     # type (through the FFI an RPCRunnerFuture comes back as a bare RunnerFuture).
-    stats.phase = "running"
-    futures = getattr(runner, "_inst", runner).run(run_inputs) if run_inputs else []
+    stats.phase, stats.ran = "running", 0
+    futures = getattr(runner, "_inst", runner).run(built.run_inputs) if built.run_inputs else []
     results = _results(futures, rpc_answer_secs(device), stats)
     stats.run_secs += time.perf_counter() - t0
-    for (job, artifact), res in zip(run_slots, results):
+    for (job, artifact), res in zip(built.run_slots, results):
         if res.error_msg:
-            rows.append(row(job, classify_run_error(res.error_msg), res.error_msg.strip()[-2000:],
-                            [], per_build))
+            rows.append(built.row(job, classify_run_error(res.error_msg),
+                                  res.error_msg.strip()[-2000:], [], built.per_build))
         else:
-            rows.append(row(job, "ok", None, [float(s) for s in res.run_secs], per_build))
+            rows.append(built.row(job, "ok", None, [float(s) for s in res.run_secs],
+                                  built.per_build))
         shutil.rmtree(Path(artifact).parent, ignore_errors=True)  # the builder's temp dir
     return rows
+
+
+def _measure_batch(device: Device, jobs: list[Job], builder, runner,
+                   stats: CollectStats) -> list[dict]:
+    """Build every job of the batch, then run the built ones one by one; one row per job."""
+    return _run_batch(device, _build_batch(device, jobs, builder, stats), runner, stats)
 
 
 @dataclass
@@ -374,17 +403,23 @@ class _TaskLocks:
 FLUSH = None   # from _jobs: measure and store the batch so far before the next job
 
 
-def _batches(jobs: Iterator[Job | None], size: int) -> Iterator[list[Job]]:
-    """``jobs`` in batches of up to ``size``, a batch ending early at a FLUSH."""
+def _batches(jobs: Iterator[Job | None], size: int) -> Iterator[tuple[list[Job], bool]]:
+    """``jobs`` in batches of up to ``size``. A FLUSH ends a batch early and marks it (True):
+    it is stored before the next batch is asked for, since ``_jobs`` then waits for a task
+    lock. A marked batch may be empty (a pipelined collection's batch in flight holds the
+    locks)."""
     batch: list[Job] = []
     for job in jobs:
-        if job is not FLUSH:
-            batch.append(job)
-        if batch and (job is FLUSH or len(batch) == size):
-            yield batch
+        if job is FLUSH:
+            yield batch, True
+            batch = []
+            continue
+        batch.append(job)
+        if len(batch) == size:
+            yield batch, False
             batch = []
     if batch:
-        yield batch
+        yield batch, False
 
 
 def _jobs(paths: Paths, device: Device, plan_: Plan, seed: int, stats: CollectStats,
@@ -435,7 +470,8 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
             runner_kwargs: dict | None = None, builder=None,
             on_batch: Callable[[CollectStats], None] | None = None,
             program_ids: set[str] | None = None, report: Callable[[str], None] | None = None,
-            what: str = "", every_s: float | None = None) -> CollectStats:
+            what: str = "", every_s: float | None = None,
+            pipelined: bool = False) -> CollectStats:
     """Measure up to ``programs_per_task`` candidates of each task on ``device``; resumable.
     ``program_ids``: only these of the candidates (what a sampler selected). ``report``: gets
     a progress line (``what``: measured of the total, rate, ETA) every ``every_s`` seconds
@@ -443,7 +479,9 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
 
     A batch spans tasks: LocalBuilder starts a fresh worker pool per batch, so small tasks
     share one start. ``builder`` is any MetaSchedule Builder (default: LocalBuilder with
-    tcl's build function). Raises :class:`Interrupted` on SIGINT/SIGTERM and
+    tcl's build function). ``pipelined``: the next batch builds while this one runs; the
+    default builder is then a pooled one on the cores this process may use beyond the
+    device's (``build_cpus``). Raises :class:`Interrupted` on SIGINT/SIGTERM and
     :class:`InfrastructureFailure` when the tracker or the runner fails, after storing every
     finished measurement and nothing that the failure cut short.
     """
@@ -461,37 +499,76 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
                desc=f"collect {device.name}")
     guard = StopGuard()
     locks = _TaskLocks(paths, device.name, stop=lambda: guard.interrupted)
+    spare = build_cpus(device) if pipelined else None   # refused before anything starts
+    # the thread that builds ahead applies the traces itself: it keeps off the device's cores
+    pool = concurrent.futures.ThreadPoolExecutor(
+        1, thread_name_prefix="tcl-build-ahead",
+        initializer=(lambda: os.sched_setaffinity(0, spare)) if spare else None)
+    ahead = None   # pipelined: the next batch's build, in flight
+    own = None     # a pooled builder started here, stopped here
     say = (lambda msg: bar.write(msg, file=sys.stderr)) if progress else (lambda msg: None)
     beat = Heartbeat(report, what or f"measure {device.name}", the_plan.todo, stats,
                      PROGRESS_EVERY_S if every_s is None else every_s) \
         if report is not None and the_plan.todo else nullcontext()
+    if pipelined:
+        # the pooled builder's spawned workers need multiprocessing's resource tracker: started
+        # before the guard, which kills every process started inside it when it exits
+        from multiprocessing import resource_tracker
+        resource_tracker.ensure_running()
     try:
         with guard, beat:
-            batches = _batches(_jobs(paths, device, the_plan, seed, stats, locks, say,
-                                     program_ids), batch_size)
-            while not guard.interrupted and (batch := next(batches, None)):
-                problem = tracker_problem(device)
-                if problem:
-                    stats.dropped += len(batch)
-                    raise InfrastructureFailure(_infra_message(device, problem, stats))
-                if runner is None:
-                    builder = builder or local_builder()
-                    runner = shielded(make_runner, device, **(runner_kwargs or {}))
-                rows = shielded(_measure_batch, device, batch, builder, runner, stats)
-                rows, failure = _keep(rows, device, guard)
-                _store(store, rows, stats, locks, batch)
-                bar.update(len(rows))
-                bar.set_postfix(errors=stats.errors)
-                if on_batch:
-                    on_batch(stats)
-                if failure:
-                    raise InfrastructureFailure(_infra_message(device, failure, stats))
+            try:
+                batches = _batches(_jobs(paths, device, the_plan, seed, stats, locks, say,
+                                         program_ids), batch_size)
+                item = next(batches, None)
+                while not guard.interrupted and item is not None:
+                    batch, flush = item
+                    if not batch:   # a FLUSH with nothing pending: the locks are free now
+                        item = next(batches, None)
+                        continue
+                    problem = tracker_problem(device)
+                    if problem:   # a batch built ahead is counted below
+                        stats.dropped += len(batch) if ahead is None else 0
+                        raise InfrastructureFailure(_infra_message(device, problem, stats))
+                    if runner is None:
+                        # pipelined: workers started once, on the spare cores (LocalBuilder
+                        # would start a pool per batch on them; benchmarks/collect.py)
+                        if builder is None and pipelined:
+                            builder = own = pooled_builder(cpus=spare)
+                        builder = builder or local_builder()
+                        runner = shielded(make_runner, device, **(runner_kwargs or {}))
+                    built = ahead.result() if ahead is not None else \
+                        shielded(_build_batch, device, batch, builder, stats)
+                    ahead, item = None, None
+                    if pipelined and not flush:   # never waits for a lock: it would FLUSH first
+                        item = next(batches, None)
+                        if item is not None and item[0]:
+                            ahead = pool.submit(shielded, _build_batch, device, item[0], builder,
+                                                stats)
+                    rows = shielded(_run_batch, device, built, runner, stats)
+                    rows, failure = _keep(rows, device, guard)
+                    _store(store, rows, stats, locks, batch)
+                    bar.update(len(rows))
+                    bar.set_postfix(errors=stats.errors)
+                    if on_batch:
+                        on_batch(stats)
+                    if failure:
+                        raise InfrastructureFailure(_infra_message(device, failure, stats))
+                    if not pipelined or flush:
+                        item = next(batches, None)
+            finally:
+                if ahead is not None:   # stopped with a build in flight: not measured
+                    ahead.exception()
+                    stats.dropped += len(item[0])
             if guard.interrupted:
                 raise Interrupted(guard.signum, f"interrupted by {guard.signal_name}: kept "
                                   f"{stats.measured} records measured in this run "
                                   f"({stats.dropped} cut short, not stored); run the same "
                                   "command again to resume")
     finally:
+        pool.shutdown()
+        if own is not None:
+            own.close()
         locks.release_all()
         bar.close()
         stats.wall_secs = time.perf_counter() - t_start

@@ -10,22 +10,26 @@ replaced so a stuck build cannot hold the next batch.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import multiprocessing
+import os
 
 from ..tvm_compat import meta_schedule
 from .builder import build_to_bytes, builder_result
 from .interrupt import held_interrupts, quiet_interrupts
 
 
-def pooled_builder(max_workers: int | None = None, timeout_sec: float = 60.0):
+def pooled_builder(max_workers: int | None = None, timeout_sec: float = 60.0,
+                   cpus: set[int] | None = None):
     """A MetaSchedule ``Builder`` building in a long-lived pool of ``max_workers`` processes
-    (default: the CPUs this process may use)."""
-    import os
-
+    (default: one per CPU this process may use); ``cpus``: the workers build on these only,
+    one each by default (a pipelined collection keeps them off the device's cores)."""
     from tvm.ir.utils import derived_object
 
     ms = meta_schedule()
-    workers = max_workers or len(os.sched_getaffinity(0))
+    workers = max_workers or len(cpus or os.sched_getaffinity(0))
+    initializer = functools.partial(quiet_interrupts, os.sched_setaffinity, 0, set(cpus)) \
+        if cpus else quiet_interrupts
 
     @derived_object
     class PooledBuilder(ms.builder.PyBuilder):
@@ -41,7 +45,7 @@ def pooled_builder(max_workers: int | None = None, timeout_sec: float = 60.0):
                 if self.pool is None:
                     self.pool = cf.ProcessPoolExecutor(
                         workers, mp_context=multiprocessing.get_context("spawn"),
-                        initializer=quiet_interrupts)
+                        initializer=initializer)
                 futures = [self.pool.submit(build_to_bytes, *job) for job in jobs]
             cf.wait(futures, timeout=timeout_sec * max(1, -(-len(futures) // workers)))
             results = []

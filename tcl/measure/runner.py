@@ -20,6 +20,21 @@ def pin_worker(num_threads: int) -> None:
     os.sched_setaffinity(0, set(cpus[:num_threads]))
 
 
+def build_cpus(device: Device) -> set[int]:
+    """The cpus this process may use beyond the ``device``'s (``pin_worker`` gives the runner
+    the first ``num_cores``): where a pipelined collection builds while the device runs. A
+    remote device runs elsewhere, so it builds on all of them."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if device.is_remote:
+        return set(cpus)
+    spare = set(cpus[device.num_cores:])
+    if not spare:
+        raise TclError(f"a pipelined collection builds on cores {device.name} does not use, but "
+                       f"this process may use {len(cpus)} cpu(s) and {device.name} uses "
+                       f"{device.num_cores}: measure without pipelining, or give it more cpus")
+    return spare
+
+
 def evaluator_config(device: Device):
     ms = meta_schedule()
     m = device.measure
