@@ -142,7 +142,7 @@ def main() -> None:
                     help=f"comma-separated, the first is the baseline: {', '.join(VARIANTS)}")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--lean-ms", type=int, default=10,
-                    help="pipelined-lean's min_repeat_ms (the device's is 40)")
+                    help="pipelined-pooled-lean's min_repeat_ms (the device's is 40)")
     args = ap.parse_args()
     variants = args.variants.split(",")
     unknown = [v for v in variants if v not in VARIANTS]
