@@ -1,6 +1,7 @@
 """Helpers the benchmark scripts share (scripts import it from their own directory)."""
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import polars as pl
@@ -88,3 +89,17 @@ def host_short(identity: str | None) -> str:
     name, _, rest = identity.partition(" (")
     ids = re.search(r"family (\w+) model (\w+)", rest)
     return f"{name} {ids[1]}/{ids[2]}" if ids else name
+
+
+def mean_se(values, digits: int = 3) -> str:
+    """Mean ± standard error of a benchmark's repeats (seeds, rounds), NaN and None skipped;
+    fewer than 5 repeats say how many (one repeat has no error to show)."""
+    from tcl.metrics import standard_error
+
+    v = [float(x) for x in values if x is not None and not math.isnan(x)]
+    if not v:
+        return ""
+    if len(v) == 1:
+        return f"{v[0]:.{digits}f} (n=1)"
+    return (f"{sum(v) / len(v):.{digits}f} ± {standard_error(v):.{digits}f}"
+            + ("" if len(v) >= 5 else f" (n={len(v)})"))

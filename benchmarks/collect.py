@@ -9,9 +9,8 @@ run (LocalRunner), write Parquet. Variants (``--variants``):
   devices were measured until now: two such lanes give at most twice its rate);
 - ``pooled``: plain, with the build workers started once (``tcl.measure.pooled_builder``, what
   `tcl tune` builds with) instead of LocalBuilder's fresh pool per batch;
-- ``pipelined``: `tcl collect --pipelined` with LocalBuilder (the next batch builds on the cores
-  the device does not use while this one runs; issue 39 point 3); ``pipelined-pooled``: with
-  the pooled builder there;
+- ``pipelined-pooled``: `tcl collect --pipelined` (the next batch builds in the pooled builder,
+  on the cores the device does not use, while this one runs; issue 39 point 3);
 - ``pipelined-pooled-lean``: that, with the evaluator's ``min_repeat_ms`` at ``--lean-ms``;
 - ``overlapped-pooled``: pipelined, but the pooled builder's workers on every cpu, the
   device's too: builds then share the device's core with the kernels being timed;
@@ -22,7 +21,7 @@ the first plain round's on the programs both measured, averaged over tasks; plai
 rounds give the noise floor.
 
     python benchmarks/collect.py --device zen4-1c --networks resnet18 --max-tasks 8 \
-        --programs-per-task 16 --batch-size 32 --variants plain,pipelined,pipelined-lean --rounds 2
+        --programs-per-task 16 --batch-size 32 --variants plain,pipelined-pooled,pipelined-pooled-lean --rounds 2
 """
 from __future__ import annotations
 
@@ -38,13 +37,14 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from _common import mean_se
 from tcl.config import Paths
 from tcl.store.devices import DeviceRegistry, host_cpu_model
 from tcl.measure.builder import local_builder
 from tcl.measure.collect import collect
 from tcl.measure.pooled_builder import pooled_builder
 from tcl.measure.runner import build_cpus
-from tcl.metrics import spearman, standard_error
+from tcl.metrics import spearman
 
 
 def zoo_tasks(zoo: Paths, networks: list[str], split: str, max_tasks: int) -> pl.DataFrame:
@@ -63,7 +63,7 @@ def zoo_tasks(zoo: Paths, networks: list[str], split: str, max_tasks: int) -> pl
 # variant: (pipelined, builder, evaluator settings)
 VARIANTS = {"plain": (False, "local", {}), "plain-1core": (False, "local", {}),
             "pooled": (False, "pooled", {}),
-            "pipelined": (True, "local", {}), "pipelined-pooled": (True, "pooled", {}),
+            "pipelined-pooled": (True, "pooled", {}),
             "pipelined-pooled-lean": (True, "pooled", {"min_repeat_ms": None}),   # --lean-ms
             "overlapped-pooled": (True, "pooled-everywhere", {}),
             "stock": (False, "stock", {})}
@@ -103,7 +103,7 @@ def _run(zoo: Paths, device, tasks, n: int, batch: int, pipelined: bool, kind: s
         elif kind == "pooled-everywhere":
             builder = pooled_builder(timeout_sec=300)
         else:
-            builder = local_builder(timeout_sec=300, cpus=cpus)
+            builder = local_builder(timeout_sec=300)
         try:
             stats = collect(paths, device, tasks, n, batch_size=batch, progress=False,
                             builder=builder, pipelined=pipelined)
@@ -178,17 +178,11 @@ def main() -> None:
                 if not (v == base and i == 0)]
         s = runs[v][-1][0]
         w = s.wall_secs
-        print(f"| {v} | {s.measured} | {_mean_se(rates, 2)} | {_mean_se(ratios, 2)}x | {w:.1f} | "
+        print(f"| {v} | {s.measured} | {mean_se(rates, 2)} | {mean_se(ratios, 2)}x | {w:.1f} | "
               f"{100 * s.build_secs / w:.1f} | {100 * s.run_secs / w:.1f} | "
-              f"{100 * s.other_secs / w:.1f} | {_mean_se(rhos, 3) if rhos else '-'} |")
+              f"{100 * s.other_secs / w:.1f} | {mean_se(rhos, 3) if rhos else '-'} |")
     print("\nrecords/s and ratios: mean ± standard error over rounds; wall and shares: the last "
           "round (pipelined, build and run overlap, so their shares add up past 100%)")
-
-
-def _mean_se(xs: list[float], digits: int) -> str:
-    if len(xs) == 1:
-        return f"{xs[0]:.{digits}f}"
-    return f"{np.mean(xs):.{digits}f} ± {standard_error(xs):.{digits}f}"
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from _common import pipeline_task_ids
+from _common import mean_se, pipeline_task_ids
 
 ORDERS = ("cpu-avx2,cpu-sse42,cpu-avx2-1c,cpu-avx512", "cpu-avx512,cpu-sse42,cpu-avx2,cpu-avx2-1c")
 METHODS = ("scratch", "finetune", "multitask", "distill", "compress")
@@ -317,16 +317,6 @@ def noise_table(rows: list[dict], noise: list[dict]) -> list[str]:
 
 
 # -- summary -------------------------------------------------------------------------------------
-def mean_se(values) -> str:
-    v = [x for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))]
-    if not v:
-        return ""
-    if len(v) == 1:
-        return f"{v[0]:.3f} (n=1)"
-    return f"{np.mean(v):.3f} ± {np.std(v, ddof=1) / math.sqrt(len(v)):.3f}" + \
-        ("" if len(v) >= 5 else f" (n={len(v)})")
-
-
 def summarize(args) -> str:
     rows = [json.loads(line) for f in [args.results, *args.more] if f.exists()
             for line in f.read_text().splitlines() if line.strip()]

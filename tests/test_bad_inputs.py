@@ -237,6 +237,8 @@ CASES = [
      lambda raw: raw["sample"].update(programs_per_task=100000)),
     (["params", "--params", P], "measure.batch_size: must be >= 1",
      lambda raw: raw["measure"].update(batch_size=0)),
+    (["params", "--params", P], "measure.pipelined: expected true or false",
+     lambda raw: raw["measure"].update(pipelined="yes")),
     (["params", "--params", P], "unknown device 'tpu'", lambda raw: raw.update(devices=["tpu"])),
     (["params", "--params", "no/such/params.yaml"], "does not exist"),
     (["params", "--params", P], "is also in devices",

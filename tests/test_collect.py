@@ -7,6 +7,7 @@ import sys
 import textwrap
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -122,6 +123,30 @@ def test_a_pipelined_collection_without_a_spare_cpu_is_refused(monkeypatch):
     with pytest.raises(TclError, match="pipelined collection builds on cores cpu-avx2-1c does "
                                        "not use.*1 cpu"):
         runner.build_cpus(BUILTIN_DEVICES["cpu-avx2-1c"])
+
+
+def test_the_pipelines_measurements_pipeline_only_where_a_core_is_free(monkeypatch, tmp_path):
+    """``measure.pipelined`` reaches every collection of the pipeline (``collect_options``),
+    and a device that uses every cpu this process may use is measured batch after batch
+    instead of refused."""
+    import yaml
+
+    from tcl.measure import runner
+    from tcl.pipeline.inputs import collect_options
+    from tcl.pipeline.params import load_params
+
+    raw = yaml.safe_load((Path(__file__).parent / "tiny_params.yaml").read_text())
+    raw["measure"]["pipelined"] = True
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    params = load_params(tmp_path / "params.yaml", check_models=False)
+    one, two = BUILTIN_DEVICES["cpu-avx2-1c"], BUILTIN_DEVICES["cpu-avx2"]
+    monkeypatch.setattr(runner.os, "sched_getaffinity", lambda _pid: {0, 1})
+    assert collect_options(params, one)["pipelined"] is True
+    assert collect_options(params, two)["pipelined"] is False
+    raw["measure"]["pipelined"] = False
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    params = load_params(tmp_path / "params.yaml", check_models=False)
+    assert collect_options(params, one)["pipelined"] is False
 
 
 def test_candidates_span_random_and_mutations_and_are_distinct(collected):

@@ -363,3 +363,20 @@ def test_a_chain_made_again_leaves_the_family_out_and_the_real_registry_alone(tm
     (root / "models").mkdir()
     (root / "models" / "registry.duckdb").write_text("")
     assert not (params.paths.models_dir / "registry.duckdb").exists()
+
+
+def test_cross_host_pairs_say_what_differs_and_seeds_show_their_count():
+    """benchmarks/cross_host.py labels each pair by what differs (host, code, both), and the
+    benchmarks' mean ± standard error says how many repeats stand behind fewer than five."""
+    from conftest import benchmark_module
+
+    haswell, znver4 = {"kind": "llvm", "mcpu": "haswell"}, {"kind": "llvm", "mcpu": "znver4"}
+    targets = {"zen1": haswell, "zen4-haswell": haswell, "zen4": znver4}
+    hosts = {"zen1": "Zen 1", "zen4-haswell": "Zen 4", "zen4": "Zen 4"}
+    with benchmark_module("cross_host") as cross:
+        assert cross.differs("zen1", "zen4-haswell", targets, hosts) == "host only"
+        assert cross.differs("zen4", "zen4-haswell", targets, hosts).startswith("code only")
+        assert cross.differs("zen1", "zen4", targets, hosts) == "host and code"
+        assert cross.mean_se([0.5]) == "0.500 (n=1)"
+        assert cross.mean_se([0.4, 0.6, float("nan"), None]) == "0.500 ± 0.100 (n=2)"
+        assert cross.mean_se([1, 2, 3, 4, 5], digits=1) == "3.0 ± 0.7"

@@ -6,11 +6,7 @@ schedules sampled by tcl use no tensor intrinsics, so the build needs only what 
 """
 from __future__ import annotations
 
-import functools
-import os
-
 from ..tvm_compat import meta_schedule
-from .interrupt import quiet_interrupts
 
 
 def fast_build(mod, target, _params):
@@ -22,17 +18,12 @@ def fast_build(mod, target, _params):
     return tvm_build(mod, target=target)
 
 
-def local_builder(max_workers: int | None = None, timeout_sec: float = 60.0,
-                  cpus: set[int] | None = None):
-    """MetaSchedule's LocalBuilder using :func:`fast_build`; ``cpus``: its workers build on
-    these cpus only, one worker each (a pipelined collection keeps them off the device's)."""
+def local_builder(max_workers: int | None = None, timeout_sec: float = 60.0):
+    """MetaSchedule's LocalBuilder using :func:`fast_build` (a pipelined collection builds in
+    ``tcl.measure.pooled_builder``'s pool instead, pinned off the device's cores)."""
     ms = meta_schedule()
-    initializer = None
-    if cpus:
-        initializer = functools.partial(quiet_interrupts, os.sched_setaffinity, 0, set(cpus))
-        max_workers = max_workers or len(cpus)
     return ms.builder.LocalBuilder(max_workers=max_workers, timeout_sec=timeout_sec,
-                                   f_build=fast_build, initializer=initializer)
+                                   f_build=fast_build)
 
 
 def build_to_bytes(mod_json: str, target_json: str) -> tuple[bytes | None, str | None]:

@@ -3,9 +3,9 @@
 Builds and kernel timing never overlap (LocalBuilder.build returns before LocalRunner.run starts,
 and the runner times one kernel at a time), unless the collection is ``pipelined``: then the
 next batch builds on the cores the device does not use while this one runs on the device's
-(a 1-core device on a 2-core host; issue 39 point 3). Every finished batch is one atomic Parquet file per
-task, so a killed collector loses at most the batch in flight; re-running skips record ids
-already stored.
+(a 1-core device on a 2-core host; issue 39 point 3). Every finished batch is one atomic
+Parquet file per task, so a killed collector loses at most the batch in flight; re-running skips
+record ids already stored.
 
 What is stored is what the program did: ``ok``, or its own ``build_error``, ``run_error`` (a
 crash) or ``timeout``. A measurement cut short by a signal, or failed because the runner, the
@@ -255,7 +255,8 @@ def _build_batch(device: Device, jobs: list[Job], builder, stats: CollectStats) 
             rows.append(row(job, "build_error", res.error_msg.strip()[-2000:], [], per_build))
             continue
         args = ms.arg_info.ArgInfo.from_prim_func(inp.mod["main"])
-        run_inputs.append(ms.runner.RunnerInput(res.artifact_path, runner_device_type(device), args))
+        run_inputs.append(ms.runner.RunnerInput(res.artifact_path, runner_device_type(device),
+                                                args))
         run_slots.append((job, res.artifact_path))
     return _Built(rows, run_inputs, run_slots, per_build, row)
 

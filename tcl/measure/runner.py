@@ -20,6 +20,12 @@ def pin_worker(num_threads: int) -> None:
     os.sched_setaffinity(0, set(cpus[:num_threads]))
 
 
+def can_pipeline(device: Device) -> bool:
+    """Whether ``device`` leaves this process a cpu to build on while it runs (``build_cpus``
+    answers which)."""
+    return device.is_remote or len(os.sched_getaffinity(0)) > device.num_cores
+
+
 def build_cpus(device: Device) -> set[int]:
     """The cpus this process may use beyond the ``device``'s (``pin_worker`` gives the runner
     the first ``num_cores``): where a pipelined collection builds while the device runs. A

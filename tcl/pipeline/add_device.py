@@ -253,7 +253,7 @@ def evaluation_step(run: AddDeviceRun) -> CollectStats:
     """Measure the new device's evaluation set (held-out tasks); resumable."""
     p = run.params
     got = run.timed("evaluation set", collect, p.paths, run.device, run.held,
-                    p.add_device.eval_programs_per_task, **collect_options(p),
+                    p.add_device.eval_programs_per_task, **collect_options(p, run.device),
                     progress=run.progress, report=run.say,
                     what=f"measure {run.device.name} evaluation set")
     run.evaluation = got

@@ -7,6 +7,8 @@ from __future__ import annotations
 import polars as pl
 
 from ..measure.active import Selection
+from ..measure.runner import can_pipeline
+from ..store.devices import Device
 from ..zoo.extract import select_tasks
 from .params import Params
 
@@ -35,10 +37,13 @@ def selection(params: Params) -> Selection:
                         weights=sel.weights, seed=sel.seed)
 
 
-def collect_options(params: Params) -> dict[str, int]:
+def collect_options(params: Params, device: Device) -> dict[str, int | bool]:
     """The keywords every measurement of the pipeline passes to ``tcl.measure.collect.collect``:
-    the candidates' sampling seed and the programs built, then run, per batch."""
-    return {"seed": params.sample.seed, "batch_size": params.measure.batch_size}
+    the candidates' sampling seed, the programs built, then run, per batch, and whether the next
+    batch builds while this one runs (``measure.pipelined``, where ``device`` leaves a core
+    free: a device that uses every core is measured batch after batch)."""
+    return {"seed": params.sample.seed, "batch_size": params.measure.batch_size,
+            "pipelined": params.measure.pipelined and can_pipeline(device)}
 
 
 def retry_options(params: Params) -> dict[str, float]:

@@ -45,6 +45,7 @@ class SampleParams:
 @dataclass(frozen=True)
 class MeasureParams:
     batch_size: int             # programs built, then run, per batch (batches span tasks)
+    pipelined: bool             # build the next batch while this one runs, where a core is free
     retries: int                # Prefect retries of a device's measurement after a transient error
     retry_delay_s: float
 
@@ -257,7 +258,8 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
         raise r.fail("zoo.networks", str(e)) from None
     zoo = ZooParams(r.names(z["networks"], "zoo.networks", set(NETWORKS) | set(users), "network"),
                     r.boolean(z["small"], "zoo.small"),
-                    r.number(z["factory_timeout_s"], "zoo.factory_timeout_s", *FACTORY_TIMEOUT_RANGE))
+                    r.number(z["factory_timeout_s"], "zoo.factory_timeout_s",
+                             *FACTORY_TIMEOUT_RANGE))
 
     s = r.section(top["sample"], "sample",
                   ("programs_per_task", "max_train_tasks", "max_holdout_tasks", "seed"))
@@ -268,8 +270,10 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
         r.integer(s["max_holdout_tasks"], "sample.max_holdout_tasks", 1, allow_none=True),
         r.integer(s["seed"], "sample.seed", 0, maximum=MAX_SEED))
 
-    m = r.section(top["measure"], "measure", ("batch_size", "retries", "retry_delay_s"))
+    m = r.section(top["measure"], "measure", ("batch_size", "pipelined", "retries",
+                                               "retry_delay_s"))
     measure = MeasureParams(r.integer(m["batch_size"], "measure.batch_size", 1, maximum=4096),
+                            r.boolean(m["pipelined"], "measure.pipelined"),
                             r.integer(m["retries"], "measure.retries", 0, maximum=100),
                             r.number(m["retry_delay_s"], "measure.retry_delay_s", 0, 86400))
 

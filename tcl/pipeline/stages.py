@@ -87,9 +87,10 @@ def run_measure(params: Params, device: str, progress: bool = True):
     _say(f"measure {device}: {int(left['todo'].sum())} programs to measure in {len(left)} tasks")
     tasks = selected_tasks(params).join(left.select("task_id"), on="task_id", how="semi")
 
+    dev = DeviceRegistry(params.paths).get(device)
     with builder(params) as build_on:   # None: the collector's LocalBuilder
-        stats = collect(params.paths, DeviceRegistry(params.paths).get(device), tasks,
-                        params.sample.programs_per_task, **collect_options(params),
+        stats = collect(params.paths, dev, tasks, params.sample.programs_per_task,
+                        **collect_options(params, dev),
                         progress=progress, builder=build_on)
     _say(f"measure {device}: measured {stats.measured} programs ({stats.errors} errors: "
          f"{stats.per_status}) in {stats.wall_secs:.0f}s")
