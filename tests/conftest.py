@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,14 @@ def matmul_task(n: int = 64) -> dict:
     from tvm.s_tir.meta_schedule.testing import te_workload
 
     return te_task(f"matmul{n}", tvm.IRModule({"main": te.create_prim_func(te_workload.matmul(n, n, n))}))
+
+
+def build_or_hang(mod_json: str, _target_json: str) -> tuple[bytes | None, str | None]:
+    """A pooled builder's build function for tests (module level: its workers are spawned):
+    a module whose function is named "hang" never finishes, any other builds at once."""
+    if '"hang"' in mod_json:
+        time.sleep(3600)
+    return b"a library", None
 
 
 def write_tasks(paths, rows: list[dict]):

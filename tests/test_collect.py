@@ -125,6 +125,32 @@ def test_a_pipelined_collection_without_a_spare_cpu_is_refused(monkeypatch):
         runner.build_cpus(BUILTIN_DEVICES["cpu-avx2-1c"])
 
 
+def test_a_stuck_build_times_out_alone_and_the_builds_after_it_still_build():
+    """The pooled builder (pipelined collections, tcl tune) times each build on its own: with
+    one worker, a build that never ends fails as timed out and the next builds still run (a
+    batch-wide deadline once let one stuck build hold the whole batch, and fail it)."""
+    import tvm
+    from tvm import te
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+    from tvm.s_tir.meta_schedule.testing import te_workload
+
+    from conftest import build_or_hang
+    from tcl.measure.pooled_builder import pooled_builder
+
+    def mod(name):
+        func = te.create_prim_func(te_workload.matmul(8, 8, 8)).with_attr("global_symbol", name)
+        return tvm.IRModule({"main": func})
+
+    target = tvm.target.Target({"kind": "llvm"})
+    builder = pooled_builder(max_workers=1, timeout_sec=20, build=build_or_hang)
+    try:
+        results = builder.build([BuilderInput(mod(n), target) for n in ("a", "hang", "b", "c")])
+    finally:
+        builder.close()
+    assert [r.error_msg for r in results] == [None, "build timed out after 20 s", None, None]
+    assert all(results[i].artifact_path for i in (0, 2, 3))
+
+
 def test_the_pipelines_measurements_pipeline_only_where_a_core_is_free(monkeypatch, tmp_path):
     """``measure.pipelined`` reaches every collection of the pipeline (``collect_options``),
     and a device that uses every cpu this process may use is measured batch after batch

@@ -538,7 +538,7 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
                             builder = own = pooled_builder(cpus=spare)
                         builder = builder or local_builder()
                         runner = shielded(make_runner, device, **(runner_kwargs or {}))
-                    built = ahead.result() if ahead is not None else \
+                    built = _result(ahead) if ahead is not None else \
                         shielded(_build_batch, device, batch, builder, stats)
                     ahead, item = None, None
                     if pipelined and not flush:   # never waits for a lock: it would FLUSH first
@@ -574,6 +574,17 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
         bar.close()
         stats.wall_secs = time.perf_counter() - t_start
     return stats
+
+
+def _result(future: concurrent.futures.Future):
+    """The build ahead's batch, waited for in short slices: a signal that reaches another
+    thread runs its handler (``StopGuard``'s, which stops the build) only once this, the main
+    thread, runs again, and a build that never ends would otherwise hold it for good."""
+    while True:
+        try:
+            return future.result(timeout=0.2)
+        except concurrent.futures.TimeoutError:
+            continue
 
 
 def _keep(rows: list[dict], device: Device, guard: StopGuard) -> tuple[list[dict], str | None]:

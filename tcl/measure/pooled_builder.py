@@ -4,8 +4,11 @@ MetaSchedule's LocalBuilder starts a fresh process pool for every batch, and eac
 TVM again (seconds on a small host). A tuning run sends one small batch per search round, so that
 restart can cost more than the builds themselves. ``pooled_builder`` builds with the same
 function (``tcl.measure.builder.build_to_bytes``: tcl's build and MetaSchedule's export) in a
-pool started once; a batch that runs past its timeout fails as timed-out builds, and the pool is
-replaced so a stuck build cannot hold the next batch.
+pool started once. Each build has its own timeout, as in LocalBuilder: no more builds run at once
+than there are workers, so a build's clock starts when it is handed out; one that runs past it
+fails as timed out, and the pool is replaced (its stuck worker with it) while the builds beside it
+are handed out again. A batch of n builds on one worker thus waits at most a timeout per stuck
+build, and a stuck build costs only itself.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import concurrent.futures as cf
 import functools
 import multiprocessing
 import os
+import time
 
 from ..tvm_compat import meta_schedule
 from .builder import build_to_bytes, builder_result
@@ -20,10 +24,12 @@ from .interrupt import held_interrupts, quiet_interrupts
 
 
 def pooled_builder(max_workers: int | None = None, timeout_sec: float = 60.0,
-                   cpus: set[int] | None = None):
+                   cpus: set[int] | None = None, build=build_to_bytes):
     """A MetaSchedule ``Builder`` building in a long-lived pool of ``max_workers`` processes
     (default: one per CPU this process may use); ``cpus``: the workers build on these only,
-    one each by default (a pipelined collection keeps them off the device's cores)."""
+    one each by default (a pipelined collection keeps them off the device's cores). ``build``:
+    what a worker runs per program, (module JSON, target JSON) -> (library bytes, error), a
+    module-level function (the workers are spawned)."""
     from tvm.ir.utils import derived_object
 
     ms = meta_schedule()
@@ -41,28 +47,42 @@ def pooled_builder(max_workers: int | None = None, timeout_sec: float = 60.0,
             import tvm
 
             jobs = [(tvm.ir.save_json(b.mod), tvm.ir.save_json(b.target)) for b in build_inputs]
+            results: list = [None] * len(jobs)
+            queue = list(range(len(jobs)))
+            running: dict = {}   # future -> (job, its deadline)
+            while queue or running:
+                while queue and len(running) < workers:
+                    i = queue.pop(0)
+                    running[self._submit(jobs[i])] = (i, time.monotonic() + timeout_sec)
+                first = min(deadline for _, deadline in running.values())
+                done, _ = cf.wait(running, timeout=max(0.0, first - time.monotonic()),
+                                  return_when=cf.FIRST_COMPLETED)
+                broken = False
+                for f in done:
+                    i, _ = running.pop(f)
+                    try:
+                        results[i] = builder_result(*f.result())
+                    except Exception as e:  # noqa: BLE001 - a worker that died: this build failed
+                        results[i] = ms.builder.BuilderResult(
+                            None, f"build worker failed: {type(e).__name__}: {e}")
+                        broken = True
+                late = [f for f, (_, deadline) in running.items() if deadline <= time.monotonic()]
+                for f in late:
+                    results[running.pop(f)[0]] = ms.builder.BuilderResult(
+                        None, f"build timed out after {timeout_sec:.0f} s")
+                if late or broken:   # the builds beside it die with the pool: hand them out again
+                    queue[:0] = sorted(i for i, _ in running.values())
+                    running.clear()
+                    self._replace_pool()
+            return results
+
+        def _submit(self, job):
             with held_interrupts(spawn=True):   # submit starts the workers: SIGINT held
                 if self.pool is None:
                     self.pool = cf.ProcessPoolExecutor(
                         workers, mp_context=multiprocessing.get_context("spawn"),
                         initializer=initializer)
-                futures = [self.pool.submit(build_to_bytes, *job) for job in jobs]
-            cf.wait(futures, timeout=timeout_sec * max(1, -(-len(futures) // workers)))
-            results = []
-            for f in futures:
-                if not f.done():
-                    results.append(ms.builder.BuilderResult(
-                        None, f"build timed out after {timeout_sec:.0f} s"))
-                    continue
-                try:
-                    results.append(builder_result(*f.result()))
-                except Exception as e:  # noqa: BLE001 - a worker that died: this build failed
-                    results.append(ms.builder.BuilderResult(
-                        None, f"build worker failed: {type(e).__name__}: {e}"))
-            if not all(f.done() for f in futures) or any(
-                    f.exception() is not None for f in futures if f.done()):
-                self._replace_pool()
-            return results
+                return self.pool.submit(build, *job)
 
         def _replace_pool(self):
             for process in list(getattr(self.pool, "_processes", {}).values()):
