@@ -113,6 +113,19 @@ def split(ps, seed: int, fraction: float = 0.1):
     return pick(fit_ids), pick(valid_ids)
 
 
+def fit_scratch(device: str, pool, seed: int, settings):
+    """A model of ``device`` alone on its whole ``pool`` (10% of the tasks kept for early
+    stopping, split by ``seed``): a chain's first model, the "full" rows, the noise floor's
+    pairs, the cross-host models. Returns the model, its DeviceData and the fit's seconds."""
+    from tcl.continual import DeviceData, make_distiller
+
+    fit, valid = split(pool, seed)
+    own = DeviceData(device, fit, valid, unlabelled(pool))
+    start = time.perf_counter()
+    model = make_distiller("scratch").fit(None, own, settings)
+    return model, own, time.perf_counter() - start
+
+
 def unlabelled(ps):
     from dataclasses import replace
 
@@ -132,19 +145,15 @@ def run_unit(data: Data, backbone: str, order: list[str], seed: int, args, hyper
 
     settings = Settings(backbone, hyper, args.kd_new, args.kd_old, args.ewc, seed)
     first = order[0]
-    fit, valid = split(data.train[first], seed)
-    start = time.perf_counter()
-    base = make_distiller("scratch").fit(None, DeviceData(first, fit, valid,
-                                                          unlabelled(data.train[first])), settings)
-    secs = time.perf_counter() - start
+    base, first_data, secs = fit_scratch(first, data.train[first], seed, settings)
     first_eval = data.evaluate(base, first)
     rows = [{"method": m, "device": first, "step": 0, "secs": round(secs, 2),
              **mean_row(first_eval), "n_labelled": len(data.train[first])} for m in args.methods]
-    log(f"{backbone} {order} seed {seed}: {first} full pool {len(fit)} programs, "
+    log(f"{backbone} {order} seed {seed}: {first} full pool {len(first_data.labelled)} programs, "
         f"{secs:.0f} s, top1 {rows[0]['top1']:.3f}")
     chains = {m: base for m in args.methods}
     right_after = {m: {first: first_eval} for m in args.methods}
-    history = [DeviceData(first, fit, valid, unlabelled(data.train[first]))]
+    history = [first_data]
     for step, device in enumerate(order[1:], start=1):
         pool_ps = data.wide[device] if args.wide_pool else data.train[device]
         k = parse_budget(args.share, len(data.train[device]))   # the same count either way
@@ -171,12 +180,9 @@ def run_unit(data: Data, backbone: str, order: list[str], seed: int, args, hyper
     if args.full_rows:   # the later devices' own full-pool models: the 10% model's reference
         for step, device in enumerate(order[1:], start=1):
             full = data.wide[device] if args.wide_pool else data.train[device]
-            fit, valid = split(full, seed)
-            start = time.perf_counter()
-            model = make_distiller("scratch").fit(None, DeviceData(device, fit, valid,
-                                                                   unlabelled(full)), settings)
+            model, _, fit_secs = fit_scratch(device, full, seed, settings)
             rows.append({"method": "full", "device": device, "step": step,
-                         "secs": round(time.perf_counter() - start, 2),
+                         "secs": round(fit_secs, 2),
                          **mean_row(data.evaluate(model, device)), "n_labelled": len(full)})
             log(f"  {device} full pool ({len(full)} programs): top1 {rows[-1]['top1']:.3f}")
     # forgetting: each earlier device, right after its step vs with the chain's final model
@@ -238,7 +244,7 @@ def main_run(args) -> None:
 
 def main_noise(args) -> None:
     """Per-class differences between two seeds of one model (the noise floor of forgetting)."""
-    from tcl.continual import DeviceData, Settings, make_distiller
+    from tcl.continual import Settings
     from tcl.metrics import forgetting_summary
 
     done = _done(args.noise_results, lambda r: (r["backbone"], r["device"], tuple(r["seeds"])))
@@ -254,12 +260,10 @@ def main_noise(args) -> None:
                     continue
                 evals, secs = [], 0.0
                 for seed in (a, b):
-                    fit, valid = split(data.train[device], seed)
-                    start = time.perf_counter()
-                    model = make_distiller("scratch").fit(None, DeviceData(
-                        device, fit, valid, unlabelled(data.train[device])),
+                    model, _, fit_secs = fit_scratch(
+                        device, data.train[device], seed,
                         Settings(backbone, hyper, args.kd_new, args.kd_old, args.ewc, seed))
-                    secs += time.perf_counter() - start
+                    secs += fit_secs
                     evals.append(data.evaluate(model, device))
                 f = forgetting_summary(evals[0], evals[1])
                 log(f"noise {backbone} {device} seeds {a},{b}: top1 {f['top1']['overall']:+.3f}"

@@ -31,7 +31,7 @@ import numpy as np
 import polars as pl
 
 from _common import mean_se
-from continual import Data, load_hyper, split, unlabelled
+from continual import Data, _done, fit_scratch, load_hyper, mean_row
 
 # The reference programs' hosts. Records before 2026-12-01 name their host "AMD EPYC" only;
 # docs/data-card.md ("Hosts") gives the collection logs' provenance: cpu-avx2's reference
@@ -49,30 +49,25 @@ def train_and_score(data: Data, scoring: Data, device: str, seed: int, backbone:
                     hyper: dict) -> dict:
     """One model of ``device`` (trained on ``data``) and its mean scores on every device's
     held-out programs (``scoring``'s)."""
-    from tcl.continual import DeviceData, Settings, make_distiller
+    from tcl.continual import Settings
     from tcl.evaluate import evaluate
 
-    fit, valid = split(data.train[device], seed)
-    start = time.perf_counter()
-    model = make_distiller("scratch").fit(
-        None, DeviceData(device, fit, valid, unlabelled(data.train[device])),
-        Settings(backbone, hyper, 1.0, 1.0, 0.0, seed))
-    secs = time.perf_counter() - start
+    # a scratch fit reads no distillation or EWC weight: the backbone's recipe and the seed
+    model, own, secs = fit_scratch(device, data.train[device], seed,
+                                   Settings(backbone, hyper, ewc=0.0, seed=seed))
     scored = {}
     for other, held in scoring.held.items():
-        frame = evaluate({"m": model.for_device(device)}, held, None, data.nets, data.tasks)
-        row = frame.filter(pl.col("scope") == "mean").row(0, named=True)
-        scored[other] = {"top1": float(row["top1"]), "pairwise": float(row["pairwise"])}
+        row = mean_row(evaluate({"m": model.for_device(device)}, held, None, data.nets,
+                                data.tasks))
+        scored[other] = {"top1": row["top1"], "pairwise": row["pairwise"]}
+    fit = own.labelled
     log(f"{device} seed {seed} ({len(fit)} programs, {secs:.0f} s): " +
         ", ".join(f"{o} {s['top1']:.3f}" for o, s in scored.items()))
     return {"secs": round(secs, 2), "n_train": len(fit), "scores": scored}
 
 
 def main_run(args) -> None:
-    done = set()
-    if args.results.exists():
-        done = {(r["device"], r["seed"]) for r in map(json.loads, args.results.read_text()
-                                                         .splitlines()) if r}
+    done = _done(args.results, lambda r: (r["device"], r["seed"]))
     trained = args.train_devices or args.devices
     # training pools: the programs every trained device measured; the held-out programs: those
     # every device measured (a device measured on its held-out tasks only is scored on, not
@@ -152,13 +147,15 @@ def summarize(args) -> str:
     out.append("|---|---|---|---|---|---|---|---|---|")
     land = {(r["device_a"], r["device_b"]): r
             for r in landscapes(args.data, devices).iter_rows(named=True)}
+    by_seed: dict = {}   # seed -> device -> its model's scores on every device
+    for r in rows:
+        by_seed.setdefault(r["seed"], {})[r["device"]] = r["scores"]
     for a, b in combinations(devices, 2):
         lr = land.get((min(a, b), max(a, b)))
         losses = {}
         for metric in ("top1", "pairwise"):
             per_seed = []
-            for seed in sorted({r["seed"] for r in rows}):
-                by = {r["device"]: r["scores"] for r in rows if r["seed"] == seed}
+            for by in by_seed.values():
                 if a in by and b in by:
                     per_seed.append(((by[b][b][metric] - by[a][b][metric]) +
                                      (by[a][a][metric] - by[b][a][metric])) / 2)
