@@ -26,18 +26,31 @@ def tune_source(network_key: str) -> str:
     return f"tune:{network_key}"
 
 
+# What a held-out network is scored on: its tasks' measured records of every source but a tuning
+# run's. The search's picks are another distribution than the sampled candidates every device
+# measures, and one device may hold tens of thousands of them (zen4-1c's tuning runs of
+# resnet18 and BERT-tiny), which would make its scores incomparable with the other devices'.
+EVALUATED = tuple(s for s in SOURCES if s != "tuning")
+
+
 def measured(paths: Paths, device: str, task_ids: Iterable[str] | None = None,
              sources: Sequence[str] | None = None, extra: Sequence[str] = ()) -> pl.DataFrame:
     """program_id, task_id, latency (NaN for error rows) and the ``extra`` record columns of a
     device's records; with ``sources`` (of ``SOURCES``) only the records those sources hold
     (``record_sources``)."""
-    columns = ("program_id", "task_id", "latency", *extra)
-    frame = records(paths, device, columns + (("source",) if sources is not None else ()),
-                    task_ids)
+    columns = tuple(dict.fromkeys(("program_id", "task_id", "latency", *extra)))
+    read = columns if sources is None or "source" in columns else columns + ("source",)
+    frame = records(paths, device, read, task_ids)
     if sources is not None:
         frame = frame.filter(record_sources(paths, frame).list.set_intersection(
-            list(sources)).list.len() > 0).drop("source")
+            list(sources)).list.len() > 0).select(columns)
     return frame.with_columns(pl.col("latency").fill_null(float("nan")))
+
+
+def evaluation_records(paths: Paths, device: str) -> pl.DataFrame:
+    """``measured``'s rows of what the held-out networks are scored on (``EVALUATED``); the
+    caller keeps the held-out tasks."""
+    return measured(paths, device, sources=EVALUATED)
 
 
 def record_sources(paths: Paths, frame: pl.DataFrame) -> pl.Series:

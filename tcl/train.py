@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from .config import Paths, TclError, atomic_write, write_json
-from .dataset import load_program_set, measured, tune_source
+from .dataset import evaluation_records, load_program_set, measured, tune_source
 from .evaluate import SEED_MARK, evaluate, over_seeds, write_report
 from .models import load_model, make_model
 from .zoo.extract import load_networks, load_tasks
@@ -201,7 +201,7 @@ def evaluate_models(paths: Paths, devices: Sequence[str], kinds: Sequence[str],
     tasks = load_tasks(paths)
     frames = []
     for device in devices:
-        records = measured(paths, device)
+        records = evaluation_records(paths, device)
         eval_ids = sorted(held & set(records["task_id"].to_list()))
         if not eval_ids:
             raise TclError(f"device {device!r} has no measured program of a held-out task: "

@@ -312,10 +312,11 @@ def test_the_continual_run_learns_from_every_source_the_params_name(tmp_path):
 def test_tuning_records_of_training_tasks_join_the_subset_unselected(tmp_path):
     """A tuning run's records were measured on the device by the search itself: they join the
     device's subset without a selection (the flywheel), a held-out task's never, and none with
-    train.sources that leave tuning out."""
+    train.sources that leave tuning out. The held-out networks are never scored on them."""
     from test_status import _zoo
     from test_store import rows
 
+    from tcl.dataset import evaluation_records
     from tcl.pipeline.continual import _records, tuning_ids
     from tcl.pipeline.params import load_params
     from tcl.store.records import RecordStore
@@ -331,12 +332,15 @@ def test_tuning_records_of_training_tasks_join_the_subset_unselected(tmp_path):
             [dict(r, source=source) for r in rows(task=task, n=n, offset=offset)])
         offset += n
     records = _records(params, "cpu-avx2", None)
-    assert tuning_ids(params, "cpu-avx2", records) == {"p2", "p3", "p4", "p5", "p6"}
+    assert tuning_ids(params, records) == {"p2", "p3", "p4", "p5", "p6"}
+    # nor is a held-out network scored on a tuning run's picks: only on what every device
+    # measures (ta's collected records here; th's are all a tuning run's)
+    assert evaluation_records(params.paths, "cpu-avx2")["program_id"].to_list() == ["p0", "p1"]
 
     raw["train"]["sources"] = ["reference"]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     reference = load_params(tmp_path / "params.yaml", check_models=False)
-    assert tuning_ids(reference, "cpu-avx2", _records(reference, "cpu-avx2", None)) == set()
+    assert tuning_ids(reference, _records(reference, "cpu-avx2", None)) == set()
 
 
 def test_a_chain_made_again_leaves_the_family_out_and_the_real_registry_alone(tmp_path):

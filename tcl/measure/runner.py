@@ -20,24 +20,27 @@ def pin_worker(num_threads: int) -> None:
     os.sched_setaffinity(0, set(cpus[:num_threads]))
 
 
+def _spare_cpus(device: Device) -> set[int]:
+    """The cpus this process may use beyond the ``device``'s (``pin_worker`` gives the runner
+    the first ``num_cores``); all of them for a remote device, which runs elsewhere."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return set(cpus) if device.is_remote else set(cpus[device.num_cores:])
+
+
 def can_pipeline(device: Device) -> bool:
-    """Whether ``device`` leaves this process a cpu to build on while it runs (``build_cpus``
-    answers which)."""
-    return device.is_remote or len(os.sched_getaffinity(0)) > device.num_cores
+    """Whether ``device`` leaves this process a cpu to build on while it runs."""
+    return bool(_spare_cpus(device))
 
 
 def build_cpus(device: Device) -> set[int]:
-    """The cpus this process may use beyond the ``device``'s (``pin_worker`` gives the runner
-    the first ``num_cores``): where a pipelined collection builds while the device runs. A
-    remote device runs elsewhere, so it builds on all of them."""
-    cpus = sorted(os.sched_getaffinity(0))
-    if device.is_remote:
-        return set(cpus)
-    spare = set(cpus[device.num_cores:])
+    """Where a pipelined collection builds while the device runs (``_spare_cpus``); refused
+    when there is no such cpu."""
+    spare = _spare_cpus(device)
     if not spare:
         raise TclError(f"a pipelined collection builds on cores {device.name} does not use, but "
-                       f"this process may use {len(cpus)} cpu(s) and {device.name} uses "
-                       f"{device.num_cores}: measure without pipelining, or give it more cpus")
+                       f"this process may use {len(os.sched_getaffinity(0))} cpu(s) and "
+                       f"{device.name} uses {device.num_cores}: measure without pipelining, "
+                       "or give it more cpus")
     return spare
 
 

@@ -32,7 +32,8 @@ import polars as pl
 
 from ..config import Paths, TclError
 from ..continual.base import DeviceData, Settings, make_distiller
-from ..dataset import SOURCES, load_program_set, measured, to_program_set
+from ..dataset import (SOURCES, evaluation_records, load_program_set, measured,
+                       record_sources, to_program_set)
 from ..evaluate import evaluate
 from ..features import load_features
 from ..metrics import forgetting_summary
@@ -61,11 +62,11 @@ def settings_of(params: Params) -> Settings:
 
 
 def _records(params: Params, device: str, task_ids: list[str] | None) -> pl.DataFrame:
-    """program_id, task_id, latency (NaN for error rows), measured_at of the device's records
-    that the models learn from (``train.sources``; never a held-out task), of ``task_ids``
+    """program_id, task_id, latency (NaN for error rows), measured_at, source of the device's
+    records that the models learn from (``train.sources``; never a held-out task), of ``task_ids``
     only when given."""
     frame = measured(params.paths, device, task_ids, sources=params.train.sources,
-                     extra=("measured_at",))
+                     extra=("measured_at", "source"))
     return frame.filter(~pl.col("task_id").is_in(sorted(holdout_task_ids(params.paths))))
 
 
@@ -113,16 +114,16 @@ def subset_ids(params: Params, device: str, records: pl.DataFrame, teacher,
     return set(ids)
 
 
-def tuning_ids(params: Params, device: str, records: pl.DataFrame) -> set[str]:
-    """Program ids among ``records`` that a tuning run measured on ``device`` (``tcl tune`` of a
-    training network). The search measured them on the device already, so they join the
-    device's subset without being selected: each run feeds the next model (``train.sources``
-    without ``tuning`` leaves them out, as it leaves them out of every record here)."""
-    if "tuning" not in (params.train.sources or SOURCES):
+def tuning_ids(params: Params, records: pl.DataFrame) -> set[str]:
+    """Program ids among ``records`` (``_records``'s, with their source) that a tuning run
+    measured (``tcl tune`` of a training network). The search measured them on the device
+    already, so they join the device's subset without being selected: each run feeds the next
+    model (``train.sources`` without ``tuning`` leaves them out, as it leaves them out of every
+    record here)."""
+    if records.is_empty():
         return set()
-    tasks = sorted(set(records["task_id"].to_list()))
-    tuned = measured(params.paths, device, tasks, sources=["tuning"])["program_id"]
-    return set(tuned.to_list()) & set(records["program_id"].to_list())
+    tuned = record_sources(params.paths, records).list.contains("tuning")
+    return set(records.filter(tuned)["program_id"].to_list())
 
 
 def device_data(params: Params, device: str, labelled_rows: pl.DataFrame,
@@ -221,7 +222,7 @@ def prepare_distill(params: Params, device: str, method: str | None = None,
         model, parent = found.model, found.entry.id
     pool = pool_rows(params, tasks) if position else None
     chosen = set(records["program_id"]) if not position else \
-        subset_ids(params, device, records, model, say) | tuning_ids(params, device, records)
+        subset_ids(params, device, records, model, say) | tuning_ids(params, records)
     rows = records.filter(pl.col("program_id").is_in(list(chosen)))
     if rows.is_empty():
         raise TclError(f"device {device!r}: none of its selected programs is measured now "
@@ -299,7 +300,7 @@ def evaluate_continual(params: Params, model, registry: ModelRegistry | None = N
 def held_out_scores(params: Params, model, device: str) -> pl.DataFrame:
     """tcl.evaluate.evaluate's rows for ``model`` on ``device``'s held-out networks."""
     held = holdout_task_ids(params.paths)
-    records = measured(params.paths, device)
+    records = evaluation_records(params.paths, device)
     ids = sorted(held & set(records["task_id"].to_list()))
     if not ids:
         raise TclError(f"device {device!r} has no measured program of a held-out task")
