@@ -30,6 +30,7 @@ def test_rounds_measure_only_the_picks_and_say_who_chose_them(paths, tasks):
                           round_hyper={"epochs": 2, "batch_size": 64})
     planned = plan_active(paths, DEVICE, tasks, 6, selection)
     assert (planned.pool, planned.budget, planned.per_round) == (12, 6, [3, 3])
+    assert planned.todo == 6
     assert "pool 12 unmeasured candidates" in planned.describe()
     assert not RecordStore(paths, warn=None).files()   # planning measures nothing
     stats = select_and_measure(paths, DEVICE, tasks, 6, selection, progress=False,
@@ -42,7 +43,10 @@ def test_rounds_measure_only_the_picks_and_say_who_chose_them(paths, tasks):
     assert joined["n"].to_list() == [3, 3] and joined["measured"].to_list() == [3, 3]
     assert joined["model"].to_list() == ["none", "tenset-mlp@round1"]
     assert query(paths, "select count(*) n from records")["n"][0] == 6   # nothing else
-    # The same run again: its rounds are stored, so nothing is selected or measured anew.
+    # The same run again: its rounds are stored, so nothing is selected or measured anew, and
+    # its plan (an add-device dry run's estimate) says so (it once counted the whole budget).
+    done = plan_active(paths, DEVICE, tasks, 6, selection)
+    assert (done.budget, done.selected, done.todo, done.eta_secs) == (6, 6, 0, 0)
     again = select_and_measure(paths, DEVICE, tasks, 6, selection, progress=False,
                                say=lambda _: None)
     assert again.collect.measured == 0
@@ -82,6 +86,8 @@ def test_a_retired_selection_is_measured_again_and_nothing_else(paths, tasks):
     picked = set(query(paths, "select program_id from selections")["program_id"])
     RecordStore(paths).retire(DEVICE.name, now_utc() + timedelta(seconds=1), "under load")
     assert query(paths, "select count(*) n from records")["n"][0] == 0
+    # the plan counts the retired picks as still to measure (the run's budget is spent)
+    assert plan_active(paths, DEVICE, tasks, 6, Selection("random", 4)).todo == 4
     got = measure_selected(paths, DEVICE, tasks, progress=False)
     assert got.measured == 4
     assert set(query(paths, "select program_id from records")["program_id"]) == picked

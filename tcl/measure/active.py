@@ -78,10 +78,17 @@ class ActivePlan:
     selected: int        # already selected by earlier (interrupted) runs of the same run id
     records_per_sec: float
     to_sample: int = 0   # of the pool: candidates not sampled yet (the run samples them first)
+    picked_unmeasured: int = 0   # of the pool: earlier runs' picks that hold no record yet
+
+    @property
+    def todo(self) -> int:
+        """Programs the run still measures: what it has left to select, and earlier picks
+        not measured yet (a finished run, or one stopped between selecting and measuring)."""
+        return max(0, self.budget - self.selected) + self.picked_unmeasured
 
     @property
     def eta_secs(self) -> float:
-        return max(0, self.budget - self.selected) / self.records_per_sec
+        return self.todo / self.records_per_sec
 
     def describe(self) -> str:
         fresh = f", {self.to_sample} of them still to sample," if self.to_sample else ""
@@ -167,7 +174,8 @@ def plan_active(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task
                      for r in range(selection.rounds)]
     measured = int(frame["program_id"].is_in(list(done)).sum())
     return ActivePlan(device, run, unmeasured, measured, budget, per_round, len(earlier_ids),
-                      measured_throughput(records, device.name), to_sample)
+                      measured_throughput(records, device.name), to_sample,
+                      len(earlier_ids - done))
 
 
 class ActiveRun:

@@ -332,7 +332,8 @@ class AddDevicePlan:
     teacher: Entry
     pool: int                  # unmeasured candidates of the training tasks
     to_sample: int             # of the pool: not sampled yet
-    budget: int                # programs the selection measures
+    budget: int                # programs the selection picks, earlier runs' picks included
+    to_measure: int            # of those, still unmeasured (``ActivePlan.todo``)
     eval_tasks: int
     eval_programs: int         # the evaluation set's programs still to measure
     rate: float                # records per second the estimate assumes
@@ -341,7 +342,7 @@ class AddDevicePlan:
 
     @property
     def measure_secs(self) -> float:
-        return (self.budget + self.eval_programs) / self.rate
+        return (self.to_measure + self.eval_programs) / self.rate
 
     def describe(self) -> str:
         lines = [f"dry run: device {self.device.name} (target {self.device.target}; nothing "
@@ -349,11 +350,13 @@ class AddDevicePlan:
                  f"teacher: model {self.teacher.id} ({self.teacher.device})",
                  f"pool: {self.pool} unmeasured candidates of the training tasks"
                  + (f" ({self.to_sample} still to sample)" if self.to_sample else ""),
-                 f"budget: {self.budget} programs to select and measure "
-                 f"({self.budget / max(self.pool, 1):.1%} of the pool)",
+                 f"budget: {self.budget} programs"
+                 + (f" ({self.budget / self.pool:.1%} of the pool)"
+                    if self.pool >= self.budget else "")
+                 + f", {self.to_measure} of them still to measure",
                  f"evaluation set: {self.eval_programs} programs of {self.eval_tasks} held-out "
                  "tasks to measure",
-                 f"estimate: {self.measure_secs:.0f} s of measurement ({self.budget} + "
+                 f"estimate: {self.measure_secs:.0f} s of measurement ({self.to_measure} + "
                  f"{self.eval_programs} programs at {self.rate:.2f} records/s, {self.source})"]
         if self.distill_secs is not None:
             lines.append(f"  + about {self.distill_secs:.0f} s of distillation (the teacher's "
@@ -386,6 +389,7 @@ def plan_add_device(params: Params, device: Device, probe_s: float = PROBE_S,
         rate, n = probe_rate(params.paths, device, tasks, probe_s)
         source = f"a {probe_s:.0f} s probe: {n} programs measured on {device.name}, not stored"
     return AddDevicePlan(device, teacher, active.pool, active.to_sample, active.budget,
+                         active.todo,
                          len(held), evaluation.todo, rate, source, teacher.train_secs)
 
 
