@@ -618,3 +618,23 @@ def test_the_cron_rule_is_the_one_tcl_serve_applies(cron):
     except TclError:
         tcl_takes = False
     assert tcl_takes == prefect_takes
+
+
+# ---- issue 54: non-finite numbers in params.yaml ----------------------------------------------
+
+@pytest.mark.parametrize("key, edit", [
+    ("train.hyper.xgb.eta", lambda raw: raw["train"]["hyper"]["xgb"].update(eta=float("nan"))),
+    ("train.hyper.mamba.lr", lambda raw: raw["train"]["hyper"]["mamba"].update(lr=float("nan"))),
+    ("train.hyper.mamba.lr", lambda raw: raw["train"]["hyper"]["mamba"].update(lr=float("inf"))),
+    ("train.hyper.xgb.eta", lambda raw: raw["train"]["hyper"]["xgb"].update(eta=-float("inf"))),
+    ("train.hyper.mamba.dims[1]",
+     lambda raw: raw["train"]["hyper"]["mamba"].update(dims=[1.0, float("nan")])),
+    ("select.weights.u", lambda raw: raw["select"]["weights"].update(u=float("inf"))),
+])
+def test_a_non_finite_number_in_params_is_refused_naming_its_key(tmp_path, capsys, key, edit):
+    """Issue 54: `train.hyper.xgb.eta: .nan` passed `tcl params`; train then exited 0 with
+    every prediction NaN (and Mamba's `lr: .nan` ended in an internal error)."""
+    code, out, err = run_case(capsys, ["params", "--params", params_file(tmp_path, edit)])
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1, (out, err)
+    assert f"params.yaml: {key}: expected a finite number, got " in lines[0], lines[0]

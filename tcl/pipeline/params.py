@@ -2,12 +2,14 @@
 
 Every stage (``tcl stage ...``, the DVC stages, the Prefect flows) starts with ``load_params``,
 which checks the whole file before any work: unknown keys, missing keys, wrong types, unknown
-devices, networks and model kinds, and hyperparameters a model rejects all raise a ``TclError``
+devices, networks and model kinds, NaN or infinite numbers, and hyperparameters a model rejects
+all raise a ``TclError``
 naming the key, e.g. ``params.yaml: train.models[1]: unknown model kind 'foo' (known: ...)``.
 """
 from __future__ import annotations
 
 import importlib.util
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -237,6 +239,7 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     from ..zoo.user import user_networks
 
     r = _Reader(source.name if source.name == DEFAULT_FILE else str(source))
+    _check_finite(r, raw)
     top = r.section(raw, "", TOP_KEYS)
     if not isinstance(top["data"], str) or not top["data"].strip():
         raise r.fail("data", f"expected the data root as a path, got {_show(top['data'])}")
@@ -337,6 +340,21 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     if check_models:
         check_model_params(params, r)
     return params
+
+
+def _check_finite(r: _Reader, raw: Any) -> None:
+    """Refuse a NaN or infinite number anywhere in the file, naming its key: YAML reads `.nan`
+    and `.inf` as floats, which pass type checks and comparisons a range check skips (a NaN
+    `train.hyper.xgb.eta` trained a model whose every prediction was NaN)."""
+    todo: list[tuple[str, Any]] = [("", raw)]
+    while todo:   # a loop, not recursion: the file's depth is the user's
+        key, value = todo.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise r.fail(key, f"expected a finite number, got {value}")
+        if isinstance(value, dict):
+            todo += [(f"{key}.{k}" if key else str(k), v) for k, v in value.items()]
+        elif isinstance(value, list):
+            todo += [(f"{key}[{i}]", v) for i, v in enumerate(value)]
 
 
 def _cron(r: _Reader, cron: Any, key: str) -> str:
