@@ -3,8 +3,7 @@
 Every stage (``tcl stage ...``, the DVC stages, the Prefect flows) starts with ``load_params``,
 which checks the whole file before any work: unknown keys, missing keys, wrong types, unknown
 devices, networks and model kinds, NaN or infinite numbers, and hyperparameters a model rejects
-all raise a ``TclError``
-naming the key, e.g. ``params.yaml: train.models[1]: unknown model kind 'foo' (known: ...)``.
+all raise a ``TclError`` naming the key, e.g. ``params.yaml: train.models[1]: unknown model kind 'foo' (known: ...)``.
 """
 from __future__ import annotations
 
