@@ -141,10 +141,23 @@ def program_features(task_id: str, workload_json: str, programs: pl.DataFrame) -
     }, schema=FEATURE_SCHEMA)
 
 
+_FEATURES_FIX = "delete it; `tcl featurize` computes it again"
+
+
 def _read(f: Path) -> pl.DataFrame:
-    """A task's cached features; a corrupt file is named (it is a cache: deleting it is safe)."""
-    return read_parquet(f, "features file", "delete it; `tcl featurize` computes it again",
-                        schema=FEATURE_SCHEMA)
+    """A task's cached features; a corrupt file is named (it is a cache: deleting it is safe).
+    Every model kind reads its features through here, so this is where NaN or infinite values
+    are refused: XGBoost trained on them without a word, the neural kinds refused them without
+    naming the file."""
+    frame = read_parquet(f, "features file", _FEATURES_FIX, schema=FEATURE_SCHEMA)
+    finite = pl.all_horizontal(
+        pl.col(c).list.eval(pl.element().is_finite().fill_null(False)).list.all()
+        for c in ("per_store", "tokens"))
+    bad = frame.filter(~finite)["program_id"]
+    if len(bad):
+        raise TclError(f"features file {f} holds NaN or infinite values ({len(bad)} of "
+                       f"{len(frame)} programs, e.g. {bad[0]}); {_FEATURES_FIX}")
+    return frame
 
 
 def featurize_task(paths: Paths, task_id: str, workload_json: str,

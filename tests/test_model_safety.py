@@ -439,6 +439,36 @@ def test_a_failed_training_leaves_the_previous_models_intact(paths, monkeypatch)
         list(paths.seeds_dir(DEVICE, "xgb").iterdir()) == []
 
 
+@pytest.mark.parametrize("kind", ["xgb", "tenset-mlp", "mamba", "tlp"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_features_are_refused_naming_the_features_file(paths, capsys, kind, bad):
+    """Issue 54: XGBoost trained on all-NaN features with rc 0 and no warning; Mamba refused
+    them without naming the file. Every kind is refused at one edge, the features file named,
+    and nothing is written under models/."""
+    import polars as pl
+
+    from tcl.store.records import write_parquet_atomic
+    from tcl.train import train_seeds
+
+    training_root(paths)
+    for t in ("t1", "t2", "t3"):   # tokens a neural kind takes: column 0 a vocabulary id
+        f = paths.features_file(t)
+        frame = pl.read_parquet(f)
+        frame = frame.with_columns(tokens=pl.Series([[1.0, *v[1:]] for v in frame["tokens"]],
+                                                    dtype=pl.List(pl.Float32)))
+        if t == "t2":   # every feature of t2's programs NaN (or infinite)
+            frame = frame.with_columns(pl.col("per_store").list.eval(pl.element() * bad))
+        write_parquet_atomic(frame, f)
+    with pytest.raises(TclError) as e:
+        train_seeds(paths, DEVICE, kind, dict(TINY.get(kind, {"num_boost_round": 2}),
+                                              epochs=1) if kind != "xgb" else
+                    {"num_boost_round": 2, "nthread": 1}, seeds=[0], workers=1)
+    message = str(e.value)
+    assert str(paths.features_file("t2")) in message, message
+    assert "NaN or infinite" in message and "p4" in message, message
+    assert not paths.model_file(DEVICE, kind).exists()
+
+
 
 # -- 4. every model file is checked: device, kind, contents (issue 38) ----------------------------
 def test_a_trained_model_file_names_its_device_wherever_it_is_copied(paths, tmp_path, capsys):
@@ -557,3 +587,73 @@ def test_models_convert_runs_nothing_of_a_registry_file_and_checks_its_hash(
 
     assert ModelRegistry(paths).load(entry).content_hash() == entry.content_hash
     f.write_bytes(original)
+
+
+# -- 5. convert runs nothing that no hash record vouches for (issue 54) ---------------------------
+def _payload_in_registry_link(paths, tmp_path, marker) -> Path:
+    """A registered model's file replaced by a link to a crafted file outside the registry."""
+    f = paths.root / register(paths, tiny_continual([DEVICE])).path
+    f.unlink()
+    f.symlink_to(crafted(tmp_path / "elsewhere" / "evil.model", marker, kind="continual"))
+    return f
+
+
+def _payload_in_registry_without_table(paths, tmp_path, marker) -> Path:
+    """A crafted file in models/registry/ of a root whose registry.duckdb is missing."""
+    return crafted(paths.registry_dir / "0123456789abcdef.model", marker, kind="continual")
+
+
+def _payload_as_trained_kind(paths, tmp_path, marker) -> Path:
+    """models/<device>/<kind>.model replaced by a crafted file."""
+    return crafted(paths.model_file(DEVICE, "tenset-mlp"), marker)
+
+
+def _payload_anywhere(paths, tmp_path, marker) -> Path:
+    return crafted(tmp_path / "downloaded.model", marker)
+
+
+@pytest.mark.parametrize("place", [_payload_in_registry_link, _payload_in_registry_without_table,
+                                   _payload_as_trained_kind, _payload_anywhere],
+                         ids=["registry-link", "registry-without-table", "trained-kind",
+                              "anywhere"])
+def test_models_convert_never_runs_a_payload_and_no_refusal_offers_it(
+        paths, tmp_path, capsys, place):
+    """Issue 54: `tcl models convert` ran a payload through a registry file that is a link, a
+    registry folder whose registry.duckdb is missing, and a replaced
+    models/<device>/<kind>.model, whose refusal named `tcl models convert`. Convert now reads
+    every file as data only (an older tcl's numpy values allowed), so no payload runs, and a
+    refusal of a file holding other objects never offers the command."""
+    marker = tmp_path / "MARKER"
+    f = place(paths, tmp_path, marker)
+    code, out, err = run(capsys, "models", "convert", str(f))
+    assert code == 2 and len(err.splitlines()) == 1 and str(f) in err, (out, err)
+    assert "tcl models convert" not in err and not marker.exists(), err
+    assert not list(f.parent.glob("*.pre-convert")) and not list(f.parent.glob("*.converted"))
+    with pytest.raises(TclError) as e:               # what every command's load says of it
+        load_model(f)
+    assert "tcl models convert" not in str(e.value) and not marker.exists()
+
+
+def test_models_convert_refuses_a_registry_file_no_row_vouches_for(paths, tmp_path, capsys):
+    """An older tcl's file (numpy values) in models/registry/ is converted only against the
+    registry's hash: without registry.duckdb, or without a row naming it, it is refused."""
+    model = tiny_continual([DEVICE])
+    f = paths.registry_dir / "0123456789abcdef.model"
+    f.parent.mkdir(parents=True)
+    torch.save({"kind": "continual", "version": model.version, "backbone": model.backbone,
+                "hyper": model.hyper, "devices": model.devices, "target": model.target,
+                "state_dict": {k: v.numpy().copy() for k, v in model.net.state_dict().items()}},
+               f)
+    code, _, err = run(capsys, "models", "convert", str(f))
+    assert code == 2 and str(f) in err and "registry.duckdb" in err, err
+    assert "does not exist" in err and not f.with_name(f.name + ".pre-convert").exists()
+    register(paths, tiny_continual([DEVICE], seed=1))   # a registry, but no row names the file
+    code, _, err = run(capsys, "models", "convert", str(f))
+    assert code == 2 and str(f) in err and "no row" in err, err
+    assert not f.with_name(f.name + ".pre-convert").exists()
+
+
+def test_models_convert_of_a_directory_says_it_is_a_directory(tmp_path, capsys):
+    """Issue 54: `tcl models convert DIR` said the file "does not exist"."""
+    code, _, err = run(capsys, "models", "convert", str(tmp_path))
+    assert code == 2 and f"{tmp_path} is a directory" in err and "does not exist" not in err, err
