@@ -113,10 +113,11 @@ def disk_problem(error: BaseException, written: Path) -> str | None:
 
 # The one rule for names that become paths or rows (devices, task ids, selection runs, locks;
 # network names narrow it further): ASCII only, so no name looks like another (a Cyrillic "с"
-# beside a Latin "c") and every one is a safe path component.
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# beside a Latin "c") and every one is a safe path component; no trailing dot, which Windows
+# and SMB shares drop ("cpu-avx2." would be cpu-avx2's folder).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}(?<!\.)")
 NAME_RULE = ("1 to 64 ASCII letters, digits, '.', '-' and '_', starting with a letter or digit "
-             "(no '..')")
+             "(no '..', no trailing '.')")
 
 
 def check_name(name: object, what: str) -> str:

@@ -155,3 +155,27 @@ def test_this_host_is_a_device_at_its_native_isa_in_one_command(paths, capsys):
     assert code == 2 and "one of them" in out
     code, out = tcl("list")
     assert code == 0 and f"{cpu}-1c" in out and "nothing measured yet" in out
+
+
+@pytest.mark.parametrize("name, known", [("CPU-AVX2", "cpu-avx2"), ("Cpu-Sse42", "cpu-sse42"),
+                                         ("ZEN3", "zen3")])
+def test_a_name_that_differs_from_a_known_device_only_in_case_is_refused(paths, name, known):
+    """Issue 54 item 2: "CPU-AVX2" beside the built-in cpu-avx2 (or "ZEN3" beside a user's zen3)
+    reads as the same device, and is the same folder on a case-insensitive file system."""
+    reg = DeviceRegistry(paths)
+    reg.add("zen3", '{"kind": "llvm", "mcpu": "znver3"}')
+    before = paths.devices_file.read_bytes()
+    for dry_run in (True, False):
+        with pytest.raises(TclError, match=f"device name {name!r} differs from the known "
+                                           f"device {known!r} only in case"):
+            reg.add(name, '{"kind": "llvm", "mcpu": "haswell"}', dry_run=dry_run)
+    assert paths.devices_file.read_bytes() == before
+
+
+@pytest.mark.parametrize("name", ["cpu-avx2.", "mine.", "zen3..."])
+def test_a_device_name_with_a_trailing_dot_is_refused(paths, name):
+    """Issue 54 item 2: "cpu-avx2." is cpu-avx2 on file systems that drop a trailing dot."""
+    with pytest.raises(TclError, match=f"invalid device name {name!r}: expected .*no "
+                                       "trailing '.'"):
+        DeviceRegistry(paths).add(name, '{"kind": "llvm"}')
+    assert not paths.root.exists()

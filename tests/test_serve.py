@@ -161,8 +161,8 @@ def test_python_m_flows_prints_one_line_and_no_traceback(served, tmp_path):
     assert outs["pipeline"][1].startswith(f"pipeline: error: {bad}: not valid YAML")
     assert outs["add_device"][1].strip() == (
         "add-device: error: invalid device name '../etc': expected 1 to 64 ASCII letters, "
-        "digits, '.', '-' and '_', starting with a letter or digit (no '..'); '/' (U+002F) is "
-        "not allowed")
+        "digits, '.', '-' and '_', starting with a letter or digit (no '..', no trailing '.'); "
+        "'/' (U+002F) is not allowed")
 
 
 def test_a_served_refusal_is_one_line_and_an_unknown_parameter_is_refused(served, tmp_path):

@@ -274,6 +274,7 @@ class DeviceRegistry:
         device = Device(name, target, measure or MeasureSettings(), rpc_key, tracker)
         if name in BUILTIN_DEVICES:
             raise TclError(f"device {name!r} is a built-in profile; choose another name")
+        check_distinct(name, self.all())
         if (rpc_key is None) != (tracker is None):
             raise TclError("a remote device needs both --rpc-key and --tracker HOST:PORT")
         if tracker is not None:
@@ -293,6 +294,7 @@ class DeviceRegistry:
             return device
         with locked(self.paths, "devices", what="the device registry"):
             users = self._user_devices()
+            check_distinct(name, users)   # again under the lock: one added meanwhile
             old = users.get(name)
             if old is not None and old.definition() == device.definition():
                 return old
@@ -323,6 +325,15 @@ class DeviceRegistry:
         return old.definition() == {"target": target,
                                     "measure": asdict(measure or MeasureSettings()),
                                     "rpc_key": rpc_key, "tracker": tracker}
+
+
+def check_distinct(name: str, known: dict[str, Device]) -> None:
+    """Refuse a new device ``name`` that only case tells from a ``known`` one: "CPU-AVX2" reads
+    as cpu-avx2, and is its folder on a case-insensitive file system (macOS, Windows)."""
+    same = [k for k in known if k != name and k.casefold() == name.casefold()]
+    if same:
+        raise TclError(f"device name {name!r} differs from the known device {same[0]!r} only in "
+                       "case; choose another name")
 
 
 def check_runnable(device: Device) -> None:
