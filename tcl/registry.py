@@ -171,8 +171,16 @@ class ModelRegistry:
         return found[-1] if found else None
 
     def find(self, snapshot: str) -> Entry | None:
-        found = [e for e in self.entries() if e.snapshot == snapshot]
+        """The model made from ``snapshot``'s inputs (the "nothing new" test); one whose file
+        is gone is stale and passed over, so the next distillation makes it again."""
+        found = [e for e in self.entries() if e.snapshot == snapshot and not self.stale(e.path)]
         return found[-1] if found else None
+
+    def stale(self, path: str) -> bool:
+        """Whether a registered model's file (its ``path``, relative to the data root) is
+        missing: no step can load it, whatever the table says (the staleness rule of ``find``
+        and `tcl status`)."""
+        return not (self.paths.root / path).is_file()
 
     def get(self, model_id: str) -> Entry:
         found = [e for e in self.entries() if e.id == model_id or e.id.startswith(model_id)]

@@ -90,3 +90,33 @@ def test_status_counts_training_tasks_and_names_why_other_records_are_unused(tmp
     _register(params, store.read(columns=["measured_at"])["measured_at"].max(), seed=1)
     (row,) = device_status(params.paths, params).iter_rows(named=True)
     assert (row["pending"], row["not_used"]) == ("up to date", "")
+
+
+def test_a_registered_model_whose_file_is_gone_is_stale_and_made_again(tmp_path):
+    """Issue 54: after models/registry/<id>.model was deleted, `tcl status` said "up to date" and
+    `tcl distill` said "nothing new" (its snapshot was registered) without making it again. A
+    registered model whose file is missing is stale: status names it, the distillation's
+    "nothing new" test (``find``) passes it over, and registering it again writes the file."""
+    raw = yaml.safe_load((ROOT / "tests" / "tiny_params.yaml").read_text())
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    params = load_params(tmp_path / "params.yaml", check_models=False)
+    _zoo(params)
+    store = RecordStore(params.paths)
+    store.append(rows(task="ta", n=2))
+    newest = store.read(columns=["measured_at"])["measured_at"].max()
+    _register(params, newest, seed=0)
+    registry = ModelRegistry(params.paths)
+    (entry,) = registry.entries()
+    (row,) = device_status(params.paths, params).iter_rows(named=True)
+    assert row["pending"] == "up to date"
+
+    (params.paths.root / entry.path).unlink()
+    (row,) = device_status(params.paths, params).iter_rows(named=True)
+    assert row["pending"] == (f"model {entry.id}'s file {params.paths.root / entry.path} is "
+                              "missing: the next distillation makes it again")
+    assert registry.find(str(newest)) is None        # not "nothing new"
+
+    _register(params, newest, seed=0)                # the distillation's register, made again
+    assert registry.load(registry.find(str(newest))).content_hash() == entry.content_hash
+    (row,) = device_status(params.paths, params).iter_rows(named=True)
+    assert row["pending"] == "up to date"

@@ -8,6 +8,7 @@ model's data snapshot, and what is pending:
 - ``N newer records``: ok records the models learn from, measured after the latest model's
   newest ``measured_at``;
 - ``failed: ...``: the last add-device run measured nothing usable (``tcl.pipeline.add_device``);
+- ``model ...'s file ... is missing``: the latest model's file is gone (``ModelRegistry.stale``);
 - ``up to date``, or ``no records``.
 
 Newer records that no model learns from are no model's pending work; ``not_used`` counts them
@@ -131,6 +132,9 @@ def device_status(paths: Paths, params: Params | None = None) -> pl.DataFrame:
             pending = "no records"
         elif latest is None:
             pending = "no model"
+        elif registry.stale(latest["path"]):
+            pending = (f"model {latest['id']}'s file {paths.root / latest['path']} is missing: "
+                       "the next distillation makes it again")
         elif newer:
             pending = f"{newer:,} newer records"
         else:
