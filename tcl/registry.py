@@ -283,17 +283,26 @@ class ModelRegistry:
 
 
 def registry_entry(path: Path) -> Entry | None:
-    """The registry's row of the model file ``path`` when it is a registry file
-    (``<root>/models/registry/<id>.model`` beside ``<root>/models/registry.duckdb``, whatever
-    root it lies in), else None."""
+    """The registry's row of the model file ``path`` when it is a registry file (it lies in
+    ``<root>/models/registry/``, whatever root), else None. A file there that no row names
+    (``<root>/models/registry.duckdb`` missing, or its table without the file) is a TclError:
+    only the row's content hash vouches for a registry file, so nothing is done with it."""
     path = path.resolve()
     if len(path.parents) < 3:
         return None
     paths = Paths(path.parents[2])
-    if path.parent != paths.registry_dir or not paths.registry_file.is_file():
+    if path.parent != paths.registry_dir:
         return None
+    if not paths.registry_file.is_file():
+        raise TclError(f"model file {path} lies in the model registry's folder, but the "
+                       f"registry {paths.registry_file} does not exist, so no recorded hash "
+                       "vouches for the file: restore the registry from a backup")
     found = [e for e in ModelRegistry(paths).entries() if (paths.root / e.path).resolve() == path]
-    return found[0] if found else None
+    if not found:
+        raise TclError(f"model file {path} lies in the model registry's folder, but the "
+                       f"registry {paths.registry_file} has no row for it, so no recorded hash "
+                       "vouches for the file (`tcl models list`)")
+    return found[0]
 
 
 # -- which model a step uses -----------------------------------------------------------------------

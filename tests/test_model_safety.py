@@ -97,13 +97,14 @@ def test_the_payload_is_live_under_the_full_unpickler(tmp_path):
                          ids=["torch-checkpoint", "pickle-2", "pickle-highest"])
 def test_load_model_refuses_a_crafted_file_and_runs_nothing(tmp_path, raw):
     """torch's format and a bare pickle of protocol 2 reach the payload's global: refused as
-    objects, naming the convert command; a newer protocol stops the safe reader earlier (its
-    FRAME opcode): refused as unreadable. Either way, the file is named and nothing runs."""
+    objects, not offered to the convert command (issue 54); a newer protocol stops the safe
+    reader earlier (its FRAME opcode): refused as unreadable. Either way, the file is named
+    and nothing runs."""
     from tcl.models import MODEL_KINDS
 
     marker = tmp_path / "MARKER"
     f = crafted(tmp_path / "evil.model", marker, raw=raw)
-    why = r"refused.*tcl models convert .*evil\.model" if raw in (0, 2) else \
+    why = r"refused; tcl never writes such a file" if raw in (0, 2) else \
         "is not a readable tcl model file"
     with pytest.raises(TclError, match=rf"evil\.model {'.*' if raw in (0, 2) else ''}{why}"):
         load_model(f)
@@ -119,7 +120,7 @@ def test_predict_refuses_a_crafted_model_file(paths, tmp_path, capsys):
     (tmp_path / "db").mkdir()
     code, _, err = run(capsys, "--data", str(paths.root), "predict", str(tmp_path / "db"),
                        "--device", DEVICE, "--model", str(f))
-    assert code == 2 and str(f) in err and "tcl models convert" in err
+    assert code == 2 and str(f) in err and "tcl models convert" not in err
     assert not marker.exists()
 
 
@@ -133,7 +134,7 @@ def test_a_replaced_trained_model_file_is_refused_by_every_command(paths, tmp_pa
     for argv in (["predict", str(tmp_path / "db")], ["score"]):
         code, _, err = run(capsys, "--data", str(paths.root), *argv, "--device", DEVICE,
                            "--model", "xgb")
-        assert code == 2 and "xgb.model" in err and "tcl models convert" in err, err
+        assert code == 2 and "xgb.model" in err and "tcl models convert" not in err, err
     with pytest.raises(TclError, match="refused"):
         load_model(f)
     assert not marker.exists()
@@ -211,8 +212,8 @@ def test_plain_turns_numpy_into_tensors_and_refuses_other_objects():
 
 def test_an_old_file_is_refused_then_converted_once_by_the_command(tmp_path, capsys):
     """An older file (numpy values where tensors and floats belong) needs the full unpickler:
-    refused, naming the command; `tcl models convert` rewrites it, saying that it trusted it,
-    and keeps the original; afterwards it loads as data, with the same weights."""
+    refused, naming the command; `tcl models convert` rewrites it, read as data only, and
+    keeps the original; afterwards it loads as data, with the same weights."""
     model = make_model("tenset-mlp", device="cpu", **TINY["tenset-mlp"])
     state = {k: v.numpy().copy() for k, v in model.net.state_dict().items()}
     f = tmp_path / "old.model"
@@ -222,7 +223,7 @@ def test_an_old_file_is_refused_then_converted_once_by_the_command(tmp_path, cap
     with pytest.raises(TclError, match=r"old\.model.*`tcl models convert .*old\.model`"):
         load_model(f)
     code, out, err = run(capsys, "models", "convert", str(f))
-    assert code == 0 and "converted" in out and "trusting the file" in out, err
+    assert code == 0 and "converted" in out and "read as data only" in out, err
     assert (tmp_path / "old.model.pre-convert").read_bytes() != f.read_bytes()
     back = load_model(f)
     for k, v in model.net.state_dict().items():

@@ -95,7 +95,8 @@ def cmd_models(args) -> int:
 
 
 def cmd_models_convert(args) -> int:
-    """Rewrite model files the safe reader refuses; the user vouches for them by naming them."""
+    """Rewrite an older tcl's model files, read as data only; a registry file only against its
+    row's hash (``registry_entry``)."""
     from ..models import convert_file   # lazy: torch costs ~2.6 s at import
     from ..registry import registry_entry
 
@@ -137,8 +138,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     ml.add_argument("--params", default=DEFAULT_FILE,
                     help="its data root is read without --data (default: params.yaml)")
     ml.set_defaults(func=cmd_models)
-    mc = msub.add_parser("convert", help="rewrite model files of an older tcl that need the full "
-                                         "unpickler, so they load as data only; this TRUSTS the "
-                                         "files named (the old format can run code)")
+    mc = msub.add_parser("convert", help="rewrite model files of an older tcl (numpy values), "
+                                         "read as data only, so they load; a file holding other "
+                                         "Python objects is refused (nothing of it runs)")
     mc.add_argument("files", nargs="+", metavar="FILE")
     mc.set_defaults(func=cmd_models_convert)

@@ -50,9 +50,7 @@ def make_model(kind: str, **params) -> CostModel:
 
 def read_kind(path: str | Path) -> str:
     """The kind recorded in a saved model file (JSON or torch checkpoint)."""
-    path = Path(path)
-    if not path.is_file():
-        raise TclError(f"model file {path} does not exist")
+    path = existing_file(Path(path))
     with open(path, "rb") as fh:
         head = fh.read(64).lstrip()
     kind = None
@@ -74,6 +72,15 @@ def read_kind(path: str | Path) -> str:
     return kind
 
 
+def existing_file(path: Path) -> Path:
+    """``path``, a model file that exists; a directory or nothing there is a TclError."""
+    if path.is_dir():
+        raise TclError(f"model file {path} is a directory; expected a model file")
+    if not path.is_file():
+        raise TclError(f"model file {path} does not exist")
+    return path
+
+
 def load_model(path: str | Path, kind: str | None = None) -> CostModel:
     """Load a saved model, whatever its kind; with ``kind`` (a command asked for that kind,
     e.g. ``models/<device>/<kind>.model``), a file holding another kind is refused."""
@@ -86,42 +93,35 @@ def load_model(path: str | Path, kind: str | None = None) -> CostModel:
 
 
 def convert_file(path: str | Path, content_hash: str | None = None) -> str:
-    """Rewrite a model file that the safe reader refuses (written by an older tcl) so that it
-    reads back with ``weights_only=True``. This TRUSTS the file: its old format needs the full
-    unpickler, which runs whatever code the file holds. The original is kept beside it as
+    """Rewrite a model file of an older tcl (numpy values where tensors and floats belong),
+    which the safe reader refuses, so that it reads back with ``weights_only=True``. It is read
+    as data only, those numpy values allowed and nothing else: a file holding other Python
+    objects (a crafted one) is refused, and nothing of it runs. The full unpickler is never
+    used, so no file is trusted for being named. The original is kept beside it as
     ``<name>.pre-convert``. Returns what was done, in a line.
 
-    ``content_hash``: the registry's record, for a registry file. Such a file is no one's to
-    vouch for (a shared root's file may have been swapped), so the full unpickler never runs
-    on it: it is read as data (numpy values allowed) and converted only if its contents hash to
-    the record."""
-    # lazy: torch costs ~3 s at import, and tcl.models loads without it
-    import torch
+    ``content_hash``: the registry's record, for a registry file: converted only if its
+    contents hash to the record (a shared root's file may have been swapped)."""
+    from .checkpoint import OlderModelFile, UnsafeModelFile, read_checkpoint, write_checkpoint
 
-    from .checkpoint import UnsafeModelFile, read_checkpoint, write_checkpoint
-
-    path = Path(path)
-    if not path.is_file():
-        raise TclError(f"model file {path} does not exist")
+    path = existing_file(Path(path))
+    if path.is_symlink():   # the rewrite replaces the link, not the file the reader read
+        raise TclError(f"model file {path} is a symbolic link (to {path.resolve()}); convert "
+                       "rewrites a file in place, so it takes no link")
     registered = {} if content_hash is None else {"content_hash": content_hash}
     try:
         kind = read_kind(path)      # the safe reader: a file it reads needs no conversion
-    except UnsafeModelFile:
+    except OlderModelFile:
         pass
+    except UnsafeModelFile:
+        if not registered:
+            raise
     else:
         if registered:              # readable, but it must still be the registered model
             _model_class("continual").load(path, **registered)
         return f"{path}: already readable without the full unpickler ({kind}); left as it is"
-    try:
-        if registered:
-            doc = read_checkpoint(path, registered=True)
-        else:
-            doc = torch.load(path, map_location="cpu", weights_only=False)   # trusted, see above
-    except TclError:
-        raise
-    except Exception as e:  # noqa: BLE001 - any unreadable file is a user error here
-        raise TclError(f"model file {path} cannot be read even by the full unpickler: "
-                       f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    # data only; a registry file's refusal says it was replaced
+    doc = read_checkpoint(path, registered=bool(registered), older=True)
     kind = doc.get("kind") if isinstance(doc, dict) else None
     if not isinstance(kind, str):
         raise TclError(f"{path} is not a tcl model file: no 'kind' recorded in it")
@@ -136,5 +136,6 @@ def convert_file(path: str | Path, content_hash: str | None = None) -> str:
     backup = path.with_name(path.name + ".pre-convert")
     shutil.copy2(path, backup)
     new.replace(path)                                   # atomic: the old file or the new
-    return (f"{path}: converted ({kind}), trusting the file: its old format needed the full "
-            f"unpickler; it now reads with weights_only=True (original kept as {backup})")
+    return (f"{path}: converted ({kind}), read as data only: the numpy values an older tcl "
+            f"wrote are now tensors and plain values, read with weights_only=True (original "
+            f"kept as {backup})")

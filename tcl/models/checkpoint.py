@@ -5,10 +5,11 @@ A model file is data: it may come from another machine, a shared data root or a 
 read with ``torch.load(weights_only=True)``, torch's restricted unpickler, which builds tensors
 and plain values (str, int, float, bool, None, list, tuple, dict) and refuses every other
 Python object, so a crafted file cannot run code here. ``write_checkpoint`` saves only such
-values, so everything tcl writes reads back that way. A file that needs the full unpickler (one
-holding other Python objects) is refused, naming ``tcl models convert``: the only place that
-runs the full unpickler, on files the user names and so vouches for
-(``tcl.models.convert_file``, beside the registry of kinds it needs).
+values, so everything tcl writes reads back that way. An older tcl's file (numpy values where
+tensors and floats belong) is refused, naming ``tcl models convert``, which reads it as data
+with those numpy values allowed and rewrites it (``tcl.models.convert_file``, beside the
+registry of kinds it needs). A file holding any other Python object is refused without that
+hint: tcl never wrote one, and nothing in tcl runs the full unpickler, which would run it.
 """
 from __future__ import annotations
 
@@ -33,12 +34,13 @@ _WHY = re.compile(r"WeightsUnpickler error:\s*(\S[^\n]*)")
 
 
 class UnsafeModelFile(TclError):
-    """A model file that only the full unpickler reads (it holds Python objects)."""
+    """A model file holding Python objects besides tensors, plain values and an older tcl's
+    numpy values: only the full unpickler reads it, which would run its code."""
 
 
-def convert_hint(path: Path) -> str:
-    return (f"if an older tcl wrote it and you trust the file, convert it once with "
-            f"`tcl models convert {path}` (that runs the full unpickler on it)")
+class OlderModelFile(TclError):
+    """A model file of an older tcl (numpy values): read as data with them allowed
+    (``read_checkpoint(older=True)``), ``tcl models convert`` rewrites it."""
 
 
 # What an older tcl's registry files may hold besides tensors: numpy arrays and scalars. Their
@@ -50,13 +52,13 @@ _NUMPY = [np.ndarray, np.dtype, *{type(np.dtype(t)) for t in "?bhilqBHILQefdg"}]
     for name in ("_reconstruct", "scalar") for module in ("numpy.core", "numpy._core")]
 
 
-def read_checkpoint(path: str | Path, registered: bool = False) -> Any:
+def read_checkpoint(path: str | Path, registered: bool = False, older: bool = False) -> Any:
     """A torch model file's contents (tensors and plain values only), or a TclError that names
     the file: also a damaged archive (a part failing its CRC) and contents that do not hash to
     the ``content_hash`` recorded at save. The full unpickler is never used here.
-    ``registered``: a registry file, which tcl wrote: numpy values of an older tcl are read too
-    (as tensors and plain values), and one holding other objects was replaced, so the refusal
-    does not offer ``tcl models convert`` (which would run it)."""
+    ``older``: numpy values of an older tcl are read too (as tensors and plain values), what
+    ``tcl models convert`` reads. ``registered``: a registry file, which tcl wrote: read so
+    too, and one holding other objects was replaced, which its refusal says."""
     path = Path(path)
     try:
         if zipfile.is_zipfile(path):   # torch's format: stored parts whose CRC torch ignores
@@ -65,23 +67,16 @@ def read_checkpoint(path: str | Path, registered: bool = False) -> Any:
             if bad is not None:
                 raise TclError(f"model file {path} is damaged: its part {bad} fails its CRC "
                                "check; restore it from a backup or train it again")
-        if registered:
-            with torch.serialization.safe_globals(_NUMPY):
-                doc = plain(torch.load(path, map_location="cpu", weights_only=True))
-        else:
-            doc = torch.load(path, map_location="cpu", weights_only=True)
+        doc = _load(path, older or registered)
     except TclError:
         raise
     except FileNotFoundError:
         raise TclError(f"model file {path} does not exist") from None
+    except IsADirectoryError:
+        raise TclError(f"model file {path} is a directory; expected a model file") from None
     except pickle.UnpicklingError as e:
         if _REFUSED in str(e) and _OBJECT.search(str(e)):
-            what = ("tcl writes registry files as data only, so it was replaced or changed "
-                    "after registration: restore it from a backup") if registered \
-                else convert_hint(path)
-            raise UnsafeModelFile(f"model file {path} holds Python objects besides tensors and "
-                                  f"plain values, which could run code when loaded, so it is "
-                                  f"refused; {what}") from None
+            raise _refusal(path, registered, older or registered) from None
         why = _WHY.search(str(e))
         raise TclError(f"model file {path} is not a readable tcl model file: "
                        f"{why.group(1) if why else str(e).splitlines()[0]}") from None
@@ -91,6 +86,39 @@ def read_checkpoint(path: str | Path, registered: bool = False) -> Any:
     if isinstance(doc, dict):
         check_content(doc, path)
     return doc
+
+
+def _load(path: Path, older: bool) -> Any:
+    """torch's restricted unpickler on ``path``; ``older``: an older tcl's numpy values allowed
+    too, returned as tensors and plain values."""
+    if not older:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    with torch.serialization.safe_globals(_NUMPY):
+        return plain(torch.load(path, map_location="cpu", weights_only=True))
+
+
+def _refusal(path: Path, registered: bool, older: bool) -> TclError:
+    """Why ``path``, where the safe reader stopped at a Python object, is refused. Only an
+    older tcl's file (numpy values, read as data) is offered to ``tcl models convert``: any
+    other object is what a crafted file holds, and no command of tcl would read it."""
+    if not older and _reads_as_older(path):
+        return OlderModelFile(f"model file {path} holds numpy values, as an older tcl wrote "
+                              f"them; convert it once with `tcl models convert {path}`, which "
+                              "reads it as data only")
+    why = ("tcl writes registry files as data only, so it was replaced or changed after "
+           "registration") if registered else "tcl never writes such a file"
+    return UnsafeModelFile(f"model file {path} holds Python objects besides tensors and plain "
+                           f"values, which could run code when loaded, so it is refused; {why}: "
+                           "restore it from a backup or train it again")
+
+
+def _reads_as_older(path: Path) -> bool:
+    """Whether ``path`` reads as data once an older tcl's numpy values are allowed."""
+    try:
+        _load(path, older=True)
+    except Exception:  # noqa: BLE001 - any failure: not an older tcl's file
+        return False
+    return True
 
 
 def plain(value: Any, where: str = "checkpoint") -> Any:
