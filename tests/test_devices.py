@@ -48,7 +48,7 @@ def test_add_device_persists_and_remote_needs_tracker(paths):
 def test_profile_the_host_cannot_run_is_refused(monkeypatch):
     import tcl.store.devices as device
 
-    monkeypatch.setattr(device, "host_cpu_flags", lambda: frozenset({"sse4_2", "avx2", "fma"}))
+    monkeypatch.setattr(device, "host_cpu_flags", lambda: ZEN3_FLAGS)
     with pytest.raises(TclError, match="needs CPU features avx512f"):
         check_runnable(BUILTIN_DEVICES["cpu-avx512"])
     check_runnable(BUILTIN_DEVICES["cpu-avx2"])
@@ -179,3 +179,83 @@ def test_a_device_name_with_a_trailing_dot_is_refused(paths, name):
                                        "trailing '.'"):
         DeviceRegistry(paths).add(name, '{"kind": "llvm"}')
     assert not paths.root.exists()
+
+
+# /proc/cpuinfo's flags of a Zen 3 (AMD EPYC 7763): AVX2 and FMA, no AVX-512, no GFNI
+ZEN3_FLAGS = frozenset((
+    "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse "
+    "sse2 ht syscall nx mmxext fxsr_opt pdpe1gb rdtscp lm constant_tsc rep_good nopl nonstop_tsc "
+    "cpuid extd_apicid aperfmperf pni pclmulqdq monitor ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic "
+    "movbe popcnt aes xsave avx f16c rdrand lahf_lm cmp_legacy svm extapic cr8_legacy abm sse4a "
+    "misalignsse 3dnowprefetch osvw ibs skinit wdt tce topoext perfctr_core perfctr_nb bpext "
+    "perfctr_llc mwaitx cpb cat_l3 cdp_l3 invpcid_single hw_pstate ssbd mba ibrs ibpb stibp "
+    "vmmcall fsgsbase bmi1 avx2 smep bmi2 erms invpcid cqm rdt_a rdseed adx smap clflushopt clwb "
+    "sha_ni xsaveopt xsavec xgetbv1 xsaves cqm_llc cqm_occup_llc cqm_mbm_total cqm_mbm_local "
+    "clzero irperf xsaveerptr rdpru wbnoinvd amd_ppin arat npt lbrv svm_lock nrip_save tsc_scale "
+    "vmcb_clean flushbyasid decodeassists pausefilter pfthreshold v_vmsave_vmload vgif "
+    "v_spec_ctrl umip pku ospke vaes vpclmulqdq rdpid overflow_recov succor smca fsrm").split())
+
+
+@pytest.mark.parametrize("target, missing", [
+    # zen4-1c of issue 54 item 7: no flag named, but znver4's code uses AVX-512
+    ({"kind": "llvm", "mcpu": "znver4", "num-cores": 1}, "avx512bw, avx512cd"),
+    ({"kind": "llvm", "mcpu": "sapphirerapids"}, "amx_bf16"),
+    # mattr turns a feature on
+    ({"kind": "llvm", "mcpu": "znver3", "mattr": ["+avx512f"]}, "avx512f"),
+])
+def test_a_target_whose_mcpu_implies_features_the_host_lacks_is_refused(target, missing):
+    """The features come from LLVM (what the target's mcpu and mattr imply), checked against a
+    Zen 3's flags: a profile that names no flag is refused for what its codegen uses."""
+    with pytest.raises(TclError, match=f"device 'zen4-1c' needs CPU features .*{missing}.* "
+                                       "that this host"):
+        check_runnable(Device("zen4-1c", target), host_flags=ZEN3_FLAGS, host_cpus=2)
+
+
+@pytest.mark.parametrize("target", [
+    {"kind": "llvm", "mcpu": "znver3", "num-cores": 2},
+    {"kind": "llvm", "mcpu": "haswell"},
+    {"kind": "llvm"},
+    # mattr turns AVX-512 (and every AVX-512 extension, which needs it) off: Zen 3 runs it
+    {"kind": "llvm", "mcpu": "skylake-avx512", "mattr": ["-avx512f"]},
+])
+def test_a_target_within_the_hosts_features_runs_there(target):
+    check_runnable(Device("mine", target), host_flags=ZEN3_FLAGS, host_cpus=2)
+    assert check_runnable(BUILTIN_DEVICES["cpu-avx2"], host_flags=ZEN3_FLAGS) is None
+    with pytest.raises(TclError, match="needs CPU features avx512f, avx512bw, avx512vl"):
+        check_runnable(BUILTIN_DEVICES["cpu-avx512"], host_flags=ZEN3_FLAGS)
+
+
+def test_device_list_says_what_runs_on_this_host(paths, capsys):
+    """On this very host (no flags injected): bdver2's code uses FMA4, XOP and TBM, which no
+    CPU since AMD's Zen has; the native CPU's runs here; a device of more cores than this
+    process may use does not (issue 54 items 7 and 8)."""
+    from tcl.cli import main
+    from tcl.hosts import native_cpu
+
+    cores = len(os.sched_getaffinity(0))
+    reg = DeviceRegistry(paths)
+    reg.add("bulldozer", {"kind": "llvm", "mcpu": "bdver2", "num-cores": 1})
+    reg.add("native", {"kind": "llvm", "mcpu": native_cpu(), "num-cores": cores})
+    reg.add("wide", {"kind": "llvm", "mcpu": native_cpu(), "num-cores": cores + 1})
+    assert main(["--data", str(paths.root), "device", "list"]) == 0
+    says = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert "NOT runnable here: device 'bulldozer' needs CPU features fma4, tbm, xop" \
+        in says["bulldozer"], says["bulldozer"]
+    assert "runs here" in says["native"], says["native"]
+    assert f"NOT runnable here: device 'wide' num-cores {cores + 1}: expected at most the " \
+        f"{cores} cpu(s) this process may use" in says["wide"], says["wide"]
+
+
+def test_this_host_takes_no_more_cores_than_it_has(paths, capsys):
+    """Issue 54 item 8: `device add --this-host --cores 3` on a 2-core host registered
+    znver3-3c; refused now, in one line naming --cores, dry run or not."""
+    from tcl.cli import main
+
+    more = str(len(os.sched_getaffinity(0)) + 1)
+    for extra in (["--no-run"], ["--dry-run"]):
+        code = main(["--data", str(paths.root), "device", "add", "--this-host", "--cores", more,
+                     *extra])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1, err
+        assert f"--cores {more}: expected at most the {int(more) - 1} cpu(s)" in err, err
+    assert not paths.devices_file.exists()

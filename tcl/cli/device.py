@@ -11,7 +11,8 @@ import psutil
 
 from ..config import TclError
 from ..hosts import check_this_host_may_measure, host_kind, measured_hosts, native_target
-from ..store.devices import DeviceRegistry, MeasureSettings, check_runnable, host_identity
+from ..store.devices import (DeviceRegistry, MeasureSettings, check_cores, check_runnable,
+                             host_identity)
 from ..pipeline.events import check_served_params, emit_device_added, server_configured
 from ..measure.runner import wait_for_tracker
 from ..pipeline.params import DEFAULT_FILE, load_params
@@ -71,6 +72,7 @@ def _name_and_target(args, reg: DeviceRegistry) -> None:
         return
     if args.rpc_key or args.tracker:
         raise TclError("--this-host is this machine: it takes no --rpc-key or --tracker")
+    check_cores(args.cores, "--cores")   # before the name: no znver3-3c on a 2-core host
     target = native_target(args.cores)
     same = [d.name for d in reg.all().values() if d.target == target and not d.is_remote]
     args.target = json.dumps(target)

@@ -7,6 +7,7 @@ programs differently (see docs/data-card.md). User devices live in ``data/device
 from __future__ import annotations
 
 import json
+import os
 import platform
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -151,6 +152,57 @@ BUILTIN_DEVICES: dict[str, Device] = {
                description="x86 AVX2+FMA codegen, 1 core"),
     ]
 }
+
+
+# LLVM's name of each ISA feature whose instructions LLVM puts in code of its own accord (vector
+# ISA, FMA, bit manipulation, GFNI for byte shifts), and /proc/cpuinfo's name for it: what a
+# target's mcpu and mattr imply (``isa_flags``) must be on the host that runs its code. A
+# target's other features are tuning hints ("fast-...", "slow-...") or instructions LLVM emits
+# only when asked (aes, sha, sse4a, clzero), which a Zen profile on an Intel host never runs.
+ISA_FEATURES = {
+    "sse3": "pni", "ssse3": "ssse3", "sse4.1": "sse4_1", "sse4.2": "sse4_2", "popcnt": "popcnt",
+    "avx": "avx", "avx2": "avx2", "fma": "fma", "f16c": "f16c", "fma4": "fma4", "xop": "xop",
+    "tbm": "tbm", "bmi": "bmi1", "bmi2": "bmi2", "lzcnt": "abm", "movbe": "movbe",
+    "gfni": "gfni", "avxvnni": "avx_vnni",
+    "avx512f": "avx512f", "avx512cd": "avx512cd", "avx512dq": "avx512dq",
+    "avx512bw": "avx512bw", "avx512vl": "avx512vl", "avx512ifma": "avx512ifma",
+    "avx512vbmi": "avx512vbmi", "avx512vbmi2": "avx512_vbmi2", "avx512vnni": "avx512_vnni",
+    "avx512bitalg": "avx512_bitalg", "avx512vpopcntdq": "avx512_vpopcntdq",
+    "avx512bf16": "avx512_bf16", "avx512fp16": "avx512_fp16",
+    "avx512vp2intersect": "avx512_vp2intersect",
+    "amx-tile": "amx_tile", "amx-int8": "amx_int8", "amx-bf16": "amx_bf16",
+    "amx-fp16": "amx_fp16",
+    # AArch64
+    "neon": "asimd", "fullfp16": "asimdhp", "dotprod": "asimddp", "i8mm": "i8mm",
+    "bf16": "bf16", "sve": "sve", "sve2": "sve2",
+}
+
+
+def isa_flags(target: dict[str, Any]) -> frozenset[str]:
+    """The cpuinfo flags a host needs to run an LLVM ``target``'s code: the ``ISA_FEATURES``
+    that LLVM says its mcpu (and triple) imply, with what its mattr adds or takes away
+    ("-avx512f" takes every AVX-512 extension with it). Empty for another target kind."""
+    if target.get("kind") != "llvm":
+        return frozenset()
+    from tvm.target import codegen   # lazy: tvm costs ~1 s at import
+
+    features = codegen.llvm_get_cpu_features(make_target(target))
+    return frozenset(ISA_FEATURES[f] for f in map(str, features) if f in ISA_FEATURES)
+
+
+def host_cpus() -> int:
+    """The cpus this process may use (its affinity: a container's cpuset or ``taskset``)."""
+    return len(os.sched_getaffinity(0))
+
+
+def check_cores(cores: int, what: str, available: int | None = None) -> None:
+    """Refuse ``cores`` threads (named ``what``) beyond the ``available`` cpus (default
+    ``host_cpus``): the runner pins a device to its first cores, and threads beyond them would
+    share cores and time something no such device does."""
+    available = host_cpus() if available is None else available
+    if cores > available:
+        raise TclError(f"{what} {cores}: expected at most the {available} cpu(s) this process "
+                       f"may use on this host ({host_cpu_model()})")
 
 
 # The ISA flags that decide which code runs and how fast: they enter the host identity.
@@ -336,15 +388,22 @@ def check_distinct(name: str, known: dict[str, Device]) -> None:
                        "case; choose another name")
 
 
-def check_runnable(device: Device) -> None:
-    """Refuse a local profile whose code this host cannot execute, before any build."""
+def check_runnable(device: Device, host_flags: frozenset[str] | None = None,
+                   host_cpus: int | None = None) -> None:
+    """Refuse a local profile whose code this host cannot execute, before any build: a CPU
+    feature it names (``requires_flags``) or its target implies (``isa_flags``) that the host
+    lacks, or more cores than this process may use (``check_cores``). ``host_flags`` and
+    ``host_cpus``: another host's (default: this one's)."""
     device.tvm_target()
     if device.is_remote:
         return
-    missing = [f for f in device.requires_flags if f not in host_cpu_flags()]
+    flags = host_cpu_flags() if host_flags is None else host_flags
+    needed = dict.fromkeys([*device.requires_flags, *sorted(isa_flags(device.target))])
+    missing = [f for f in needed if f not in flags]
     if missing:
         raise TclError(f"device {device.name!r} needs CPU features {', '.join(missing)} that this "
                        f"host ({host_cpu_model()}) lacks; pick another profile (`tcl device list`)")
+    check_cores(device.num_cores, f"device {device.name!r} num-cores", host_cpus)
 
 
 # The failed-device state: devices whose last add-device run measured nothing usable
