@@ -6,13 +6,15 @@ Cached per task in ``features/task=<task_id>.parquet`` keyed by program id.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import polars as pl
 
 from .config import Paths, TclError
+from .progress import Progress
 from .sampling import SAMPLING_TARGET, tune_context
 from .store.catalog import Catalog
 from .store.records import read_parquet, write_parquet_atomic
@@ -176,7 +178,7 @@ def featurize_task(paths: Paths, task_id: str, workload_json: str,
 
 
 def featurize(paths: Paths, task_ids: Iterable[str] | None = None, progress: bool = True,
-              workers: int = 1) -> int:
+              workers: int = 1, report: Callable[[str], None] | None = None) -> int:
     """Features for every known program (candidates and measured) of the tasks; incremental.
     ``workers`` > 1: the tasks are shared among that many processes (TVM's feature extraction
     runs on one core; each task's cache file is written by one process only)."""
@@ -199,18 +201,27 @@ def featurize(paths: Paths, task_ids: Iterable[str] | None = None, progress: boo
     jobs = [(task_id, group["workload_json"][0], group.select("program_id", "trace_json"))
             for (task_id,), group in frame.group_by(["task_id"], maintain_order=True)]
     bar = tqdm(total=len(jobs), desc="featurize", unit="task", disable=not progress)
+    # a line every EVERY_S seconds wherever no bar shows (a flow run, a log file, CI)
+    lines = Progress("featurize", sum(len(j[2]) for j in jobs), report=report) \
+        if report is not None or not progress else nullcontext()
     total = 0
-    with bar:
+    with bar, lines:
+        def done(n_programs: int) -> None:
+            bar.update()
+            if isinstance(lines, Progress):
+                lines.advance(n_programs)
+
         if workers <= 1 or len(jobs) <= 1:
             for job in jobs:
                 total += featurize_task(paths, *job)
-                bar.update()
+                done(len(job[2]))
             return total
         with cf.ProcessPoolExecutor(min(workers, len(jobs)),
                                     mp_context=multiprocessing.get_context("spawn")) as pool:
-            for n in pool.map(featurize_task, [paths] * len(jobs), *zip(*jobs), chunksize=4):
+            for job, n in zip(jobs, pool.map(featurize_task, [paths] * len(jobs), *zip(*jobs),
+                                             chunksize=4)):
                 total += n
-                bar.update()
+                done(len(job[2]))
     return total
 
 

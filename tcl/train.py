@@ -12,7 +12,7 @@ import json
 import random
 import shutil
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from .config import Paths, TclError, atomic_write, write_json
 from .dataset import evaluation_records, load_program_set, measured, tune_source
 from .evaluate import SEED_MARK, evaluate, over_seeds, write_report
 from .models import load_model, make_model
+from .progress import Progress
 from .zoo.extract import load_networks, load_tasks
 
 
@@ -120,13 +121,15 @@ def train_seeds(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | No
 def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | None]], *,
                seeds: Sequence[int] = (0,), valid_fraction: float = 0.1,
                task_ids: Iterable[str] | None = None, workers: int | None = None,
-               sources: Sequence[str] | None = None) -> dict[tuple[str, str], list[Path]]:
+               sources: Sequence[str] | None = None,
+               report: Callable[[str], None] | None = None) -> dict[tuple[str, str], list[Path]]:
     """``train_seeds`` for each (device, kind, hyper) of ``runs``, all fits in one pool of up to
     ``workers`` single-threaded processes (default: the usable CPUs), in the order of ``runs``
     then seeds: put the slowest kind first, so that the short fits fill the cores at the end.
     One pool for every fit rather than one per (device, kind): with 3 seeds on 2 cores a pool
     per pair leaves a core idle while each pair's third seed trains. Returns each pair's model
-    files, the first seed's first. ``sources``: as ``train_model``'s."""
+    files, the first seed's first. ``sources``: as ``train_model``'s. ``report`` gets a progress
+    line (fits done of all, rate, ETA) every ``tcl.progress.EVERY_S`` seconds (default: stderr)."""
     import concurrent.futures as cf
     import multiprocessing
     import os
@@ -149,16 +152,19 @@ def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | Non
                  for i, seed in enumerate(seeds)]
     workers = min(len(jobs), workers or len(os.sched_getaffinity(0)))
     try:
-        if workers <= 1:
-            for device, kind, job in jobs:
-                train_model(paths, device, kind, **job)
-        else:
-            with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=_one_thread) as pool:
-                futures = [pool.submit(train_model, paths, device, kind, **job)
-                           for device, kind, job in jobs]
-                for f in futures:
-                    f.result()
+        with Progress("train", len(jobs), unit="fits", report=report) as lines:
+            if workers <= 1:
+                for device, kind, job in jobs:
+                    train_model(paths, device, kind, **job)
+                    lines.advance()
+            else:
+                with cf.ProcessPoolExecutor(workers, initializer=_one_thread,
+                                            mp_context=multiprocessing.get_context("spawn")) as pool:
+                    futures = [pool.submit(train_model, paths, device, kind, **job)
+                               for device, kind, job in jobs]
+                    for f in cf.as_completed(futures):
+                        f.result()
+                        lines.advance()
         out: dict[tuple[str, str], list[Path]] = {}
         for (device, kind), staged in stage.items():
             extra = paths.seeds_dir(device, kind)

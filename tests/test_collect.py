@@ -1,5 +1,6 @@
 """Real sampling, builds and measurements on tiny workloads, including the failure modes."""
 import json
+import shutil
 import os
 import signal
 import subprocess
@@ -187,6 +188,18 @@ def test_features_are_cached_per_program(collected):
     n = featurize(paths, progress=False)
     assert n == 7  # every program of the task: 6 sampled and the unbuildable one
     assert featurize(paths, progress=False) == 0
+
+
+def test_featurize_says_where_it_is_without_a_terminal(collected, monkeypatch):
+    """Never silent (issue 53, point 4): no progress bar, so progress lines (interval 0 here)."""
+    from tcl import progress
+
+    paths, task, _, _ = collected
+    shutil.rmtree(paths.features_dir, ignore_errors=True)
+    monkeypatch.setattr(progress, "EVERY_S", 0.0)
+    lines = []
+    n = featurize(paths, progress=False, report=lines.append)
+    assert n >= 5 and lines and lines[-1].startswith(f"featurize: {n} of {n} programs done (100%)")
     feats = load_features(paths, [task["task_id"]])
     # rows come in no promised order, and the unbuildable program's trace may be one token long
     for row in feats.iter_rows(named=True):
@@ -356,6 +369,60 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(paths, tmp_pat
     raw = pl.concat([pl.read_parquet(f) for f in RecordStore(paths).files()])
     assert len(raw) == 12  # finished work was skipped, not measured twice
     assert not list(paths.records_dir.rglob(".tmp-*"))
+
+
+PROBE_SCRIPT = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import polars as pl
+
+    from tcl.cli.common import _note_sigint, _run
+    from tcl.config import Paths
+    from tcl.measure.collect import probe_rate
+    from tcl.store.devices import BUILTIN_DEVICES
+
+    paths = Paths(Path(sys.argv[1]))
+    tasks = pl.read_parquet(paths.tasks_file)
+    # as `tcl device add --dry-run` runs its probe (plan_add_device), under the CLI's handling
+    probe = lambda _args: probe_rate(paths, BUILTIN_DEVICES["cpu-sse42"], tasks, 600)
+    seen = []
+    _note_sigint(seen)
+    sys.exit(_run(SimpleNamespace(func=probe), seen))
+""")
+
+
+def test_ctrl_c_during_a_dry_runs_probe_is_one_line_and_exit_130(paths, tmp_path):
+    """Issue 54 item 17: Ctrl-C during `device add --dry-run`'s probe printed a traceback per
+    build worker. Now: the probe's workers end silently, one line says nothing was stored, 130."""
+    import psutil
+
+    task = matmul_task(128)
+    write_tasks(paths, [task])
+    ensure_candidates(paths, task["task_id"], task["workload_json"], 16)
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), str(paths.root)],
+                            start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and proc.poll() is None and not any(
+                "popen_worker" in " ".join(c.cmdline())
+                for c in psutil.Process(proc.pid).children(recursive=True)):
+            time.sleep(0.1)
+        time.sleep(1.0)   # the build workers are importing or building now
+        os.killpg(proc.pid, signal.SIGINT)   # what a terminal's Ctrl-C does
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    lines = [line for line in (out + err).splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("tcl: interrupted by SIGINT: the probe stored nothing"), lines
+    assert not RecordStore(paths, warn=None).files()
 
 
 def _imported_root(collected, tmp_path):

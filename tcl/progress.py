@@ -1,0 +1,95 @@
+"""Progress lines for long work: done of total, rate and ETA, at least every ``EVERY_S`` seconds.
+
+A stage that prints nothing for minutes looks hung in a CI log, a nohup file or a Prefect run
+(no terminal: no progress bar). ``Progress`` says where it is from a background thread, so a
+unit of work that takes longer than the interval (one model fit, one compile) still leaves a
+line every interval. The clock is a parameter so tests step it by hand (``tick``)."""
+from __future__ import annotations
+
+import contextvars
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+EVERY_S = 30.0   # the longest a long-running stage or command stays silent
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _duration(secs: float) -> str:
+    secs = max(secs, 0.0)
+    if secs < 90:
+        return f"{secs:.0f} s"
+    if secs < 5400:
+        return f"{secs / 60:.1f} min"
+    return f"{secs / 3600:.1f} h"
+
+
+class Progress:
+    """``what``: done of ``total`` ``unit``, rate and ETA, reported (``report``, default
+    stderr) every ``every_s`` seconds while the block runs, and once at its end when it ran
+    that long. ``advance(n)`` counts finished work; ``tick()`` reports when the interval has
+    passed (the background thread calls it; tests call it with a fake ``clock``)."""
+
+    def __init__(self, what: str, total: int, unit: str = "programs",
+                 report: Callable[[str], None] | None = None, every_s: float | None = None,
+                 clock: Callable[[], float] = time.monotonic, background: bool = True):
+        self.what, self.total, self.unit = what, int(total), unit
+        self.report = report or _stderr
+        self.every_s = EVERY_S if every_s is None else every_s
+        self.clock = clock
+        self.done = 0
+        self.start = self.last = clock()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = None
+        if background:
+            # the caller's context: a Prefect task's logger still knows its run in the thread
+            self._thread = threading.Thread(target=contextvars.copy_context().run,
+                                            args=(self._beat,), daemon=True,
+                                            name="tcl-progress")
+
+    def advance(self, n: int = 1) -> None:
+        with self._lock:
+            self.done += n
+
+    def line(self) -> str:
+        secs = self.clock() - self.start
+        done = min(self.done, self.total) if self.total else self.done
+        rate = done / secs if secs > 0 else 0.0
+        if rate > 0:
+            eta = f"ETA {_duration((self.total - done) / rate)}"
+        else:
+            eta = "ETA after the first is done"
+        share = f" ({100 * done / self.total:.0f}%)" if self.total else ""
+        return (f"{self.what}: {done} of {self.total} {self.unit} done{share}, "
+                f"{rate:.3g} {self.unit}/s, {eta}, {_duration(secs)} so far")
+
+    def tick(self) -> str | None:
+        """Report a line if ``every_s`` has passed since the last one; returns it."""
+        now = self.clock()
+        if now - self.last < self.every_s:
+            return None
+        self.last = now
+        text = self.line()
+        self.report(text)
+        return text
+
+    def _beat(self) -> None:
+        while not self._stop.wait(max(self.every_s - (self.clock() - self.last), 0.05)):
+            self.tick()
+
+    def __enter__(self) -> "Progress":
+        if self._thread is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if exc[0] is None and self.clock() - self.start >= self.every_s:
+            self.report(self.line().replace(" so far", " in all"))

@@ -1,0 +1,72 @@
+"""Never silent (issue 53, point 4): long work says done / total, rate and ETA at least every
+30 s, checked with a fake clock."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import polars as pl
+
+from tcl.progress import EVERY_S, Progress
+
+LINE = re.compile(r"^(?P<what>[\w ]+): (?P<done>\d+) of (?P<total>\d+) (?P<unit>\w+) done "
+                  r"\(\d+%\), (?P<rate>[\d.e+-]+) \w+/s, ETA (?P<eta>[\d.]+ (s|min|h)|after .*), "
+                  r"[\d.]+ (s|min|h) (so far|in all)$")
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_line_every_interval_with_done_total_rate_and_eta():
+    assert EVERY_S <= 30
+    clock, lines = FakeClock(), []
+    p = Progress("featurize", 1000, report=lines.append, clock=clock, background=False)
+    with p:
+        for second in range(1, 121):
+            clock.now += 1
+            p.advance(5)             # 5 programs a second
+            p.tick()
+    # one line per 30 s of work and one at the end; never 30 s without a line
+    assert len(lines) == 120 // int(EVERY_S) + 1
+    for text in lines:
+        m = LINE.match(text)
+        assert m, text
+        assert m["total"] == "1000" and m["unit"] == "programs"
+    first = LINE.match(lines[0])
+    assert first["done"] == "150" and float(first["rate"]) == 5.0
+    assert first["eta"] == "2.8 min"        # 850 programs left at 5/s: 170 s
+    assert lines[-1].endswith("in all")
+
+
+def test_silent_before_the_interval_and_no_end_line_for_short_work():
+    clock, lines = FakeClock(), []
+    with Progress("export", 10, unit="records", report=lines.append, clock=clock,
+                  background=False) as p:
+        clock.now += EVERY_S - 1
+        p.advance(10)
+        assert p.tick() is None
+    assert lines == []
+
+
+def test_eta_before_anything_is_done_says_so():
+    clock, lines = FakeClock(), []
+    p = Progress("train", 36, unit="fits", report=lines.append, clock=clock, background=False)
+    clock.now += EVERY_S
+    p.tick()
+    assert "0 of 36 fits" in lines[0] and "ETA after the first is done" in lines[0]
+
+
+def test_the_background_thread_reports_without_ticks():
+    """A unit of work longer than the interval (one model fit) still leaves lines."""
+    import time
+
+    lines = []
+    with Progress("train", 3, unit="fits", report=lines.append, every_s=0.05) as p:
+        time.sleep(0.3)
+        p.advance()
+    assert len(lines) >= 3 and all(LINE.match(t) for t in lines)
