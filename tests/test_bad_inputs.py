@@ -26,6 +26,10 @@ def params_file(tmp_path: Path, edit) -> str:
     return str(f)
 
 
+def setup_data_root(tmp_path):       # an empty data root: commands that only read need one
+    (tmp_path / "data").mkdir()
+
+
 def setup_file(tmp_path):            # a path that is a file, not a directory
     f = tmp_path / "afile"
     f.write_text("x")
@@ -174,14 +178,15 @@ CASES = [
     (["tune", "--network", "resnet18", "--device", "cpu-avx2", "--generations", str(10**6)],
      "--generations: must be [0, "),
     # query: read-only, and its own mistakes
-    (["query", ""], "empty query"),
-    (["query", "drop view records"], "queries are read-only"),
-    (["query", "copy (select 1) to 'x.csv'"], "queries are read-only"),
-    (["query", "attach 'x.duckdb'"], "queries are read-only"),
-    (["query", "select * from nowhere"], "query failed"),
-    (["query", "selec 1"], "query failed"),
-    (["query", "select 1; select 2"], "one statement at a time"),
-    (["query", "select * from read_text('/etc/passwd')"], "disabled by configuration"),
+    (["query", ""], "empty query", setup_data_root),
+    (["query", "drop view records"], "queries are read-only", setup_data_root),
+    (["query", "copy (select 1) to 'x.csv'"], "queries are read-only", setup_data_root),
+    (["query", "attach 'x.duckdb'"], "queries are read-only", setup_data_root),
+    (["query", "select * from nowhere"], "query failed", setup_data_root),
+    (["query", "selec 1"], "query failed", setup_data_root),
+    (["query", "select 1; select 2"], "one statement at a time", setup_data_root),
+    (["query", "select * from read_text('/etc/passwd')"], "disabled by configuration",
+     setup_data_root),
     # export / import
     (["export", F, "--device", "cpu-avx2"], "is a file", setup_file),
     (["export", "out", "--device", "nosuch"], "unknown device 'nosuch'"),
@@ -296,7 +301,8 @@ CASES = [
     # an unknown device, wherever one is named: the known ones are listed
     (["retire", "--device", "nosuch", "--before", "2026-11-29T21:00Z", "--reason", "x"],
      "unknown device 'nosuch'; known devices: cpu-avx2"),
-    (["models", "list", "--device", "nosuch"], "unknown device 'nosuch'; known devices"),
+    (["models", "list", "--device", "nosuch"], "unknown device 'nosuch'; known devices",
+     setup_data_root),
     (["datacard", "--remeasure", "nosuch"], "unknown device 'nosuch'; known devices"),
     (["score", "--device", "nosuch"], "unknown device 'nosuch'; known devices"),
     (["predict", "no/db", "--device", "nosuch"], "unknown device 'nosuch'; known devices"),
@@ -638,3 +644,30 @@ def test_a_non_finite_number_in_params_is_refused_naming_its_key(tmp_path, capsy
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1, (out, err)
     assert f"params.yaml: {key}: expected a finite number, got " in lines[0], lines[0]
+
+
+# ---- issue 54: a data root that does not exist, given to a command that only reads --------------
+
+ONLY_READ = [["status"], ["query", "select 1"], ["device", "list"], ["zoo", "list"]]
+
+
+@pytest.mark.parametrize("how, argv", [("--data", a) for a in ONLY_READ + [["models", "list"]]]
+                         + [("TCL_DATA", a) for a in ONLY_READ],   # models list: no TCL_DATA
+                         ids=lambda x: x if isinstance(x, str) else " ".join(x))
+def test_a_missing_data_root_is_refused_by_commands_that_only_read(tmp_path, capsys,
+                                                                   monkeypatch, how, argv):
+    """Issue 54: `TCL_DATA=/nonexistent tcl status` printed an empty table with rc 0, and `tcl
+    query` on a mistyped root made it and wrote a catalog there. One line naming the root, exit
+    2, nothing made."""
+    missing = tmp_path / "no" / "such" / "data"
+    monkeypatch.chdir(tmp_path)
+    if how == "--data":
+        argv = ["--data", str(missing), *argv]
+    else:
+        monkeypatch.setenv("TCL_DATA", str(missing))
+    code, out, err = run_case(capsys, argv)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and out == "", (out, err)
+    assert lines[0].startswith(f"tcl: error: data root {missing} does not exist"), lines[0]
+    assert how in lines[0], lines[0]
+    assert list(tmp_path.iterdir()) == []

@@ -175,6 +175,7 @@ def test_ctrl_c_stops_a_long_query_at_once(tmp_path):
     """Issue 38: after Ctrl-C a long `tcl query` ran on for 82 s (DuckDB looks at Python's
     signals only between its steps); now the query is interrupted in DuckDB itself."""
     data = tmp_path / "data"
+    data.mkdir()
     tcl = Path(sys.executable).parent / "tcl"
     proc = subprocess.Popen([tcl, "--data", str(data), "query", LONG_QUERY], cwd=tmp_path,
                             start_new_session=True, stdout=subprocess.PIPE,
@@ -224,6 +225,7 @@ def test_ctrl_c_inside_a_tvm_callback_exits_130(monkeypatch, capsys):
 
 def test_models_list_honours_data(tmp_path, capsys):
     """--data names the data root; no params file is needed then."""
+    (tmp_path / "data").mkdir()
     code, out, err = run(capsys, "--data", str(tmp_path / "data"), "models", "list",
                          "--params", str(tmp_path / "no-such.yaml"))
     assert code == 0 and out.startswith("no registered model"), err

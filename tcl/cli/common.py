@@ -23,9 +23,11 @@ from ..measure.interrupt import Interrupted
 from ..pipeline.params import DEFAULT_FILE, load_params
 
 
-def _paths(args, writes: bool = False) -> Paths:
+def _paths(args, writes: bool = False, only_reads: bool = False) -> Paths:
     """The data root of --data, else $TCL_DATA, else ./data; a command that ``writes`` to it
-    is refused a read-only one before any work (``check_writable``)."""
+    is refused a read-only one before any work (``check_writable``), and a command that
+    ``only_reads`` it (query, status, the lists) one that does not exist: a mistyped root
+    would answer with empty tables (and query made it, to write its catalog there)."""
     paths = Paths(data_root(args.data, "--data")) if args.data is not None else Paths.default()
     if paths.root.exists() and not paths.root.is_dir():
         raise TclError(f"data root {paths.root} is a file; --data (or $TCL_DATA) names a "
@@ -33,6 +35,12 @@ def _paths(args, writes: bool = False) -> Paths:
     out_path(str(paths.root), "directory", "--data")   # a file above it
     if writes:
         check_writable(paths.root)
+    if only_reads and not paths.root.is_dir():
+        given = "--data" if args.data is not None else \
+            "$TCL_DATA" if os.environ.get("TCL_DATA") is not None else "the default, ./data"
+        raise TclError(f"data root {paths.root} does not exist (from {given}): check the path; "
+                       "this command only reads a data root (commands that write one, such as "
+                       "zoo, collect and import, make it)")
     return paths
 
 

@@ -114,7 +114,7 @@ def cmd_featurize(args) -> int:
 def cmd_query(args) -> int:
     from ..store.catalog import query   # lazy: duckdb costs ~0.3 s at import
 
-    frame = query(_paths(args), args.sql)
+    frame = query(_paths(args, only_reads=True), args.sql)
     if args.format == "csv":
         sys.stdout.write(csv_text(frame))
     elif args.format == "json":  # one JSON object per row (NDJSON), for jq and friends

@@ -21,7 +21,8 @@ from .common import Parser, _paths, float_in, int_in, optional_params
 
 def cmd_device(args) -> int:
     # a dry run's data root is the params file's, read only
-    reg = DeviceRegistry(_paths(args, writes=args.action == "add" and not args.dry_run))
+    reg = DeviceRegistry(_paths(args, writes=args.action == "add" and not args.dry_run,
+                                only_reads=args.action == "list"))
     if args.action == "add":
         # --params as given (None: not given) for the tracker's retries, the file itself for the run
         given, args.params = args.params, args.params or DEFAULT_FILE

@@ -63,7 +63,7 @@ def cmd_score(args) -> int:
 
 def cmd_models(args) -> int:
     # --data names the data root; without it, the params file's
-    paths = _paths(args) if args.data is not None else \
+    paths = _paths(args, only_reads=True) if args.data is not None else \
         load_params(args.params, check_models=False).paths
     if args.device is not None:
         DeviceRegistry(paths).get(args.device)

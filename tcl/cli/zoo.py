@@ -23,7 +23,7 @@ def cmd_zoo(args) -> int:
               f"name it in params.yaml's zoo.networks as {inst.network!r}")
         return 0
     if args.zoo_command == "list":
-        _print_frame(_zoo_listing(_paths(args)))
+        _print_frame(_zoo_listing(_paths(args, only_reads=True)))
         return 0
     tasks = _zoo_tasks(_paths(args, writes=True), args.networks, small=args.small)
     print(f"{len(tasks)} tasks in the selected networks")
