@@ -406,11 +406,14 @@ def ms_db(tmp_path_factory):
 
 
 @pytest.mark.parametrize("run_secs", ["[-1, -2]", "[0.0]", "[null]", "[NaN]", "[Infinity]",
-                                      "[0.001, -1]", "[true]", '"soon"', "{}"])
+                                      "[0.001, -1]", "[true]", '"soon"', "{}",
+                                      "[1e-300]", "[0.001, 5e-10]"])
 def test_an_imported_line_whose_run_secs_are_no_run_times_is_skipped_and_named(
         tmp_path, capsys, ms_db, run_secs):
-    """A null run time made TVM segfault (rc 139); negative and zero ones were stored as ok.
-    The line is skipped, named in one warning line that counts them, and nothing of it stored."""
+    """A null run time made TVM segfault (rc 139); negative and zero ones were stored as ok,
+    and so was 1e-300 s, which then ranked fastest (issue 54): below MIN_RUN_SECS (1 ns) no
+    kernel runs. The line is skipped, named in one warning line that counts them, and nothing
+    of it stored."""
     from tcl.config import Paths
     from tcl.measure.msjson import RECORD_FILE, WORKLOAD_FILE
 
@@ -428,7 +431,7 @@ def test_an_imported_line_whose_run_secs_are_no_run_times_is_skipped_and_named(
     warnings = [line for line in err.splitlines() if line.strip()]
     assert len(warnings) == 1, warnings
     assert "1 line whose run_secs" in warnings[0] and f"{RECORD_FILE}:2" in warnings[0]
-    assert "1 skipped" in out
+    assert ">= 1e-09" in warnings[0] and "1 skipped" in out
     frame = RecordStore(Paths(tmp_path / "data")).read()
     assert len(frame) == 2 and frame["status"].to_list() == ["ok", "ok"]
     assert sorted(frame["latencies"].to_list()) == [[pytest.approx(2e-3)], [pytest.approx(3e-3)]]

@@ -423,6 +423,59 @@ def test_an_export_past_the_file_size_limit_leaves_the_database_as_it_was(matmul
     assert snapshot(out) == before                                # the old database, unchanged
 
 
+def _user_folder(paths, tmp_path) -> Path:
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    return tmp_path / "mine"
+
+
+def _database_without_manifest(paths, tmp_path) -> Path:
+    """A MetaSchedule database (tune's output, another tool's) that no tcl export made."""
+    db = tmp_path / "ms"
+    db.mkdir()
+    for name in ("database_workload.json", "database_tuning_record.json"):
+        (db / name).write_text("")
+    return db
+
+
+def _another_devices_export(paths, tmp_path) -> Path:
+    db = _database_without_manifest(paths, tmp_path)
+    (db / "manifest.json").write_text(json.dumps({"device": "cpu-sse42"}))
+    return db
+
+
+def _garbled_manifest(paths, tmp_path) -> Path:
+    db = _database_without_manifest(paths, tmp_path)
+    (db / "manifest.json").write_text("{not json")
+    return db
+
+
+@pytest.mark.parametrize("target, why", [
+    (lambda paths, tmp_path: paths.root, "holds records"),
+    (lambda paths, tmp_path: paths.records_dir, "holds device=cpu-avx2"),
+    (_user_folder, "holds notes.txt"),
+    (_database_without_manifest, "has no manifest.json"),
+    (_another_devices_export, "holds device 'cpu-sse42'"),
+    (_garbled_manifest, "manifest.json is not"),
+], ids=["data-root", "records", "user-folder", "no-manifest", "other-device", "bad-manifest"])
+def test_export_refuses_a_directory_that_is_no_earlier_export_of_the_device(
+        matmul_root, tmp_path, capsys, target, why):
+    """Issue 54: `tcl export` wrote into any existing directory (the data root, records/, a
+    user's folder), and into another device's MetaSchedule database without a manifest it said
+    "0 new records" and wrote a manifest that lied. A directory that holds anything but an
+    earlier export of the same device is refused, naming it, and nothing is written."""
+    from tcl.cli import main
+
+    paths = matmul_root
+    out = target(paths, tmp_path)
+    before = snapshot(paths.root, tmp_path)
+    code = main(["--data", str(paths.root), "export", str(out), "--device", "cpu-avx2"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert str(out) in err and why in err, err
+    assert snapshot(paths.root, tmp_path) == before
+
+
 def split_trace(paths) -> str:
     """Another program of the task: its first loop split."""
     import tvm

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import json
 import math
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,12 @@ from .collect import measured_before
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
 MANIFEST_FILE = "manifest.json"   # tcl export: what the database holds (``_manifest``)
+EXPORT_FILES = (WORKLOAD_FILE, RECORD_FILE, MANIFEST_FILE)   # all that an export writes
+# The shortest run time a record may hold: 1 ns, a few clock cycles, below what a timed kernel
+# launch takes. A shorter one is no measurement (1e-300 s ranked fastest of all).
+MIN_RUN_SECS = 1e-9
+# what a killed export leaves beside them (atomic_write's temporary names)
+_EXPORT_LEFTOVER = re.compile(r"\.tmp-[0-9a-f]{32}-(%s)" % "|".join(map(re.escape, EXPORT_FILES)))
 
 
 @dataclass
@@ -52,19 +59,20 @@ class ImportStats:
         names = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
         return self.problems + [
             f"{len(bad)} line{'s' * (len(bad) != 1)} whose run_secs are not run times (each "
-            f"must be a finite number of seconds > 0; MetaSchedule writes 1e10 for a failed "
-            f"run): {names}"]
+            f"must be a finite number of seconds >= {MIN_RUN_SECS:g}; MetaSchedule writes 1e10 "
+            f"for a failed run): {names}"]
 
 
 def run_times(run_secs) -> list[float] | None:
     """A tuning record's ``run_secs`` as seconds ([] for null: not measured), or None where
-    they are no run times: a null, bool, negative, zero, NaN or infinite value, or not a list.
-    Checked before TVM sees the line (a null value crashes it, rc 139)."""
+    they are no run times: a null, bool, NaN or infinite value, one below ``MIN_RUN_SECS``
+    (zero, negative), or not a list. Checked before TVM sees the line (a null value crashes
+    it, rc 139)."""
     if run_secs is None:
         return []
     if not isinstance(run_secs, list) or not all(
-            isinstance(s, (int, float)) and not isinstance(s, bool) and 0 < s < math.inf
-            for s in run_secs):
+            isinstance(s, (int, float)) and not isinstance(s, bool)
+            and MIN_RUN_SECS <= s < math.inf for s in run_secs):
         return None
     return [float(s) for s in run_secs]
 
@@ -263,20 +271,54 @@ def _existing_records(out_dir: Path) -> set[tuple[str, str]]:
     return have
 
 
+def check_export_dir(out_dir: Path, device: Device) -> None:
+    """Refuse ``out_dir`` unless it is new, empty, or an earlier export of ``device``: the
+    database files and a manifest naming ``device``, nothing else (a killed export's
+    temporary files aside). Export merges into what it finds, so it would write into the data
+    root, records/ or a user's folder, and the manifest it writes would lie about a database
+    that no export of this device made."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise TclError(f"export target {out_dir} is a file; give a directory (new, empty, or "
+                       f"an earlier export of {device.name!r})")
+    found = sorted(out_dir.iterdir()) if out_dir.is_dir() else []
+    if not found:
+        return
+    other = [p.name for p in found
+             if not (p.name in EXPORT_FILES and p.is_file() and not p.is_symlink())
+             and not _EXPORT_LEFTOVER.fullmatch(p.name)]
+    if other:
+        shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
+        raise TclError(f"export target {out_dir} holds {shown}, which no export writes; give a "
+                       f"new or empty directory, or an earlier export of {device.name!r}")
+    manifest = out_dir / MANIFEST_FILE
+    if not manifest.is_file():
+        raise TclError(f"export target {out_dir} has no {MANIFEST_FILE}, so no export of tcl "
+                       f"made its database and nothing says whose records it holds; export "
+                       f"{device.name!r} into a new or empty directory")
+    try:
+        made_for = json.loads(read_text(manifest, "export manifest")).get("device")
+    except (ValueError, AttributeError):
+        raise TclError(f"export manifest {manifest} is not the JSON object an export writes; "
+                       f"export {device.name!r} into a new or empty directory") from None
+    if made_for != device.name:
+        raise TclError(f"export target {out_dir} holds device {made_for!r}'s records "
+                       f"({MANIFEST_FILE}); export {device.name!r} into a directory of its own "
+                       "(a JSONDatabase is one target's)")
+
+
 def export_database(paths: Paths, device: Device, out_dir: str | Path,
                     task_ids: list[str] | None = None) -> Exported:
-    """Write the device's ok records as a JSONDatabase in ``out_dir``.
+    """Write the device's ok records as a JSONDatabase in ``out_dir``: a new or empty
+    directory, or an earlier export of the device (``check_export_dir``).
 
-    A directory that already holds a database is merged into by record: a (task, trace)
-    already there is not written again, so exporting twice adds nothing the second time."""
+    An earlier export is merged into by record: a (task, trace) already there is not written
+    again, so exporting twice adds nothing the second time."""
+    out_dir = Path(out_dir)
+    check_export_dir(out_dir, device)   # before TVM's import: a refusal costs nothing
     import tvm
     from tvm import s_tir
 
     ms = meta_schedule()
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise TclError(f"export target {out_dir} is a file; give a directory (new or holding "
-                       f"a JSONDatabase: {WORKLOAD_FILE}, {RECORD_FILE})")
     cat = Catalog(paths, in_memory=True)
     where = "" if task_ids is None else "AND r.task_id IN (SELECT unnest($tids))"
     frame = cat.con.sql(
@@ -290,6 +332,7 @@ def export_database(paths: Paths, device: Device, out_dir: str | Path,
     done = Exported()
     wl_file, rec_file = out_dir / WORKLOAD_FILE, out_dir / RECORD_FILE
     with locked(paths, "export", path_key(out_dir), what=f"export directory {out_dir}"):
+        check_export_dir(out_dir, device)   # again, under the lock: another export's files
         have = _existing_records(out_dir)
         todo = []   # (workload, the task's records the database lacks)
         for (tid,), group in frame.group_by(["task_id"], maintain_order=True):
@@ -299,12 +342,6 @@ def export_database(paths: Paths, device: Device, out_dir: str | Path,
             if new:
                 todo.append((group["workload_json"][0], new))
         manifest = _manifest(paths, device, frame)
-        if out_dir.joinpath(MANIFEST_FILE).exists():
-            other = json.loads(read_text(out_dir / MANIFEST_FILE, "export manifest"))
-            if other.get("device") != device.name:
-                raise TclError(f"{out_dir} holds device {other.get('device')!r}'s records "
-                               f"({MANIFEST_FILE}); export {device.name!r} into a directory of "
-                               "its own (a JSONDatabase is one target's)")
         if not todo and wl_file.exists() and rec_file.exists():
             write_json(out_dir / MANIFEST_FILE, manifest, "export manifest")
             return done
