@@ -228,6 +228,11 @@ class Paths:
         return self.features_dir / f"task={task_id}.parquet"
 
     @property
+    def features_version_file(self) -> Path:
+        """Which featurizer computed the cached features (``tcl.features.features_version``)."""
+        return self.features_dir / "VERSION.json"
+
+    @property
     def models_dir(self) -> Path:
         return self.root / "models"
 

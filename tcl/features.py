@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from .config import Paths, TclError
-from .progress import Progress
+from .config import Paths, TclError, read_text, write_json
+from .progress import Progress, stderr_line as _stderr_line
 from .sampling import SAMPLING_TARGET, tune_context
 from .store.catalog import Catalog
 from .store.records import read_parquet, write_parquet_atomic
@@ -177,6 +177,38 @@ def featurize_task(paths: Paths, task_id: str, workload_json: str,
     return len(new)
 
 
+# The featurizer's version: bump it whenever what ``program_features`` computes changes (another
+# TVM feature extractor, a token layout, a column). tests/test_features.py pins the features of
+# fixed programs, so a change without a bump fails there. Cached features of another version or
+# TVM release are computed again, never mixed with new ones; those of this version are shipped
+# with the records (data/features is committed), so a fresh clone computes none of them.
+FEATURES_VERSION = 1
+
+
+def features_version() -> dict:
+    """What computed a features file: ``FEATURES_VERSION`` and the TVM release."""
+    import tvm
+
+    return {"features": FEATURES_VERSION, "tvm": tvm.__version__}
+
+
+def current_features(paths: Paths, say: Callable[[str], None] = lambda _msg: None) -> bool:
+    """Make the features cache this featurizer's: cached files of another version (or of an
+    unknown one: no version file beside them) are removed, to be computed again. Returns whether
+    they were kept."""
+    want, f = features_version(), paths.features_version_file
+    have = json.loads(read_text(f, "features version file")) if f.exists() else None
+    stale = [] if have == want else sorted(paths.features_dir.glob("task=*.parquet"))
+    for old in stale:
+        old.unlink()
+    if stale:
+        say(f"featurize: the {len(stale)} cached feature files are of featurizer {have} "
+            f"(now {want}): computing them again")
+    if have != want:
+        write_json(f, want, "features version file")
+    return not stale
+
+
 def featurize(paths: Paths, task_ids: Iterable[str] | None = None, progress: bool = True,
               workers: int = 1, report: Callable[[str], None] | None = None) -> int:
     """Features for every known program (candidates and measured) of the tasks; incremental.
@@ -187,6 +219,7 @@ def featurize(paths: Paths, task_ids: Iterable[str] | None = None, progress: boo
 
     from tqdm import tqdm
 
+    current_features(paths, say=report or _stderr_line)
     cat = Catalog(paths, in_memory=True)
     try:
         frame = cat.sql("""

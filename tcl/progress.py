@@ -15,7 +15,8 @@ from collections.abc import Callable
 EVERY_S = 30.0   # the longest a long-running stage or command stays silent
 
 
-def _stderr(line: str) -> None:
+def stderr_line(line: str) -> None:
+    """Where a line goes when no one else takes it: stderr, at once."""
     print(line, file=sys.stderr, flush=True)
 
 
@@ -38,7 +39,7 @@ class Progress:
                  report: Callable[[str], None] | None = None, every_s: float | None = None,
                  clock: Callable[[], float] = time.monotonic, background: bool = True):
         self.what, self.total, self.unit = what, int(total), unit
-        self.report = report or _stderr
+        self.report = report or stderr_line
         self.every_s = EVERY_S if every_s is None else every_s
         self.clock = clock
         self.done = 0

@@ -8,6 +8,7 @@ training facts (programs, tasks, seconds).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import shutil
@@ -22,7 +23,7 @@ from .config import Paths, TclError, atomic_write, write_json
 from .dataset import evaluation_records, load_program_set, measured, tune_source
 from .evaluate import SEED_MARK, evaluate, over_seeds, write_report
 from .models import load_model, make_model
-from .progress import Progress
+from .progress import Progress, stderr_line
 from .zoo.extract import load_networks, load_tasks
 
 
@@ -53,11 +54,50 @@ def split_tasks(task_ids: Sequence[str], valid_fraction: float, seed: int
     return [t for t in tasks if t not in valid], sorted(valid)
 
 
+# The code that decides a fit given its data and knobs: a change to it makes every model again.
+# (Features have their own version, tcl.features.FEATURES_VERSION, inside the key.)
+_FIT_CODE = ("models", "train.py", "dataset.py", "metrics.py")
+
+
+def _code_digest() -> str:
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for part in _FIT_CODE:
+        for f in sorted((root / part).rglob("*.py")) if (root / part).is_dir() else [root / part]:
+            digest.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    return digest.hexdigest()
+
+
+def fit_key(kind: str, hyper: dict[str, Any] | None, seed: int, valid_fraction: float,
+            records: pl.DataFrame, tasks: Sequence[str]) -> str:
+    """What a fit depends on, as one hash: the kind and its knobs, the seed and validation
+    share, the training records of ``tasks`` (program ids and latencies), the features' version
+    and the fitting code. A model whose training facts hold the same key is that fit's result:
+    training it again would only spend the time (``train_many`` reuses it)."""
+    from .features import features_version
+
+    rows = records.filter(pl.col("task_id").is_in(list(tasks))).sort("program_id")
+    digest = hashlib.sha256(json.dumps(
+        {"kind": kind, "hyper": hyper or {}, "seed": seed, "valid_fraction": valid_fraction,
+         "features": features_version(), "code": _code_digest()},
+        sort_keys=True, default=str).encode())
+    digest.update("\n".join(rows["program_id"].to_list()).encode())
+    digest.update(rows["latency"].cast(pl.Float64).to_numpy().tobytes())
+    return digest.hexdigest()[:32]
+
+
+def _training_tasks(records: pl.DataFrame, held: set[str],
+                    task_ids: Iterable[str] | None) -> list[str]:
+    have = set(records["task_id"].to_list())
+    return sorted((have if task_ids is None else have & set(task_ids)) - held)
+
+
 def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | None = None, *,
                 seed: int = 0, valid_fraction: float = 0.1,
                 task_ids: Iterable[str] | None = None, index: int = 0,
                 records: pl.DataFrame | None = None, held: set[str] | None = None,
-                sources: Sequence[str] | None = None, out: Path | None = None) -> Path:
+                sources: Sequence[str] | None = None, out: Path | None = None,
+                key: str | None = None) -> Path:
     """Fit ``make_model(kind, **hyper, seed=seed)`` on the device's training tasks; returns the
     saved model file (``out``, default ``paths.model_file(device, kind, index)``; its training
     facts beside it, ``<name>.json``). ``task_ids`` narrows the candidate tasks (held-out ones
@@ -66,12 +106,11 @@ def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | No
     ``sources``: which records to learn from (``tcl.dataset.SOURCES``; None: every record).
     ``records`` / ``held``: ``measured(paths, device, sources=sources)`` and
     ``holdout_task_ids(paths)`` when the caller has them (``train_many`` asks once for all its
-    fits)."""
+    fits). ``key``: the fit's ``fit_key``, kept in the training facts."""
     held = holdout_task_ids(paths) if held is None else held
     records = measured(paths, device, sources=sources) if records is None else records
     have = set(records["task_id"].to_list())
-    wanted = have if task_ids is None else have & set(task_ids)
-    tasks = sorted(wanted - held)
+    tasks = _training_tasks(records, held, task_ids)
     if not tasks:
         raise TclError(f"no measured programs of training tasks on device {device!r} "
                        f"({len(have)} measured tasks, {len(have & held)} of them held out): "
@@ -89,7 +128,7 @@ def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | No
     info = {"device": device, "kind": kind, "seed": seed, "train_secs": round(secs, 2),
             "n_programs": len(train), "n_tasks": len(train_ids),
             "n_valid_programs": len(valid) if valid is not None else 0,
-            "n_valid_tasks": len(valid_ids)}
+            "n_valid_tasks": len(valid_ids), **({"inputs": key} if key else {})}
     if hasattr(model, "fit_epochs"):   # neural kinds: epochs run, and the one kept
         info.update(epochs=model.fit_epochs, best_epoch=model.best_epoch)
     with atomic_write(out.with_suffix(".json"), "training facts file") as tmp:
@@ -122,14 +161,17 @@ def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | Non
                seeds: Sequence[int] = (0,), valid_fraction: float = 0.1,
                task_ids: Iterable[str] | None = None, workers: int | None = None,
                sources: Sequence[str] | None = None,
-               report: Callable[[str], None] | None = None) -> dict[tuple[str, str], list[Path]]:
+               report: Callable[[str], None] | None = None,
+               say: Callable[[str], None] = stderr_line) -> dict[tuple[str, str], list[Path]]:
     """``train_seeds`` for each (device, kind, hyper) of ``runs``, all fits in one pool of up to
     ``workers`` single-threaded processes (default: the usable CPUs), in the order of ``runs``
     then seeds: put the slowest kind first, so that the short fits fill the cores at the end.
     One pool for every fit rather than one per (device, kind): with 3 seeds on 2 cores a pool
     per pair leaves a core idle while each pair's third seed trains. Returns each pair's model
     files, the first seed's first. ``sources``: as ``train_model``'s. ``report`` gets a progress
-    line (fits done of all, rate, ETA) every ``tcl.progress.EVERY_S`` seconds (default: stderr)."""
+    line (fits done of all, rate, ETA) every ``tcl.progress.EVERY_S`` seconds (default: stderr).
+    A (device, kind) whose models are the fits asked for (``fit_key``: same records, knobs,
+    features and code) is not fitted again; ``say`` gets a line naming it."""
     import concurrent.futures as cf
     import multiprocessing
     import os
@@ -143,14 +185,22 @@ def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | Non
     # all of them succeeded: a failed training (a features file missing) keeps the old models.
     stage = {(d, k): paths.models_dir / d / f".{k}.training" for d, k, _ in runs}
     jobs = []
-    for device, kind, hyper in runs:
+    for device, kind, hyper in list(runs):
+        tasks = _training_tasks(records[device], held, task_ids)
+        keys = [fit_key(kind, hyper, seed, valid_fraction, records[device], tasks)
+                for seed in seeds]
+        if _current(paths, device, kind, keys):
+            del stage[(device, kind)]
+            say(f"train {device} {kind}: {len(keys)} model(s) reused, their inputs unchanged "
+                "(records, knobs, features version, fitting code)")
+            continue
         shutil.rmtree(stage[(device, kind)], ignore_errors=True)   # a killed run's leftovers
         stage[(device, kind)].mkdir(parents=True)
         jobs += [(device, kind, dict(hyper=hyper, seed=seed, valid_fraction=valid_fraction,
                                      task_ids=task_ids, records=records[device], held=held,
-                                     out=stage[(device, kind)] / f"s{i}.model"))
-                 for i, seed in enumerate(seeds)]
-    workers = min(len(jobs), workers or len(os.sched_getaffinity(0)))
+                                     out=stage[(device, kind)] / f"s{i}.model", key=key))
+                 for i, (seed, key) in enumerate(zip(seeds, keys))]
+    workers = max(1, min(len(jobs), workers or len(os.sched_getaffinity(0))))
     try:
         with Progress("train", len(jobs), unit="fits", report=report) as lines:
             if workers <= 1:
@@ -165,7 +215,8 @@ def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | Non
                     for f in cf.as_completed(futures):
                         f.result()
                         lines.advance()
-        out: dict[tuple[str, str], list[Path]] = {}
+        out = {(d, k): [paths.model_file(d, k, i) for i in range(len(seeds))]
+               for d, k, _ in runs if (d, k) not in stage}
         for (device, kind), staged in stage.items():
             extra = paths.seeds_dir(device, kind)
             extra.mkdir(parents=True, exist_ok=True)   # a DVC out: present, empty for one seed
@@ -182,6 +233,21 @@ def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | Non
     finally:
         for staged in stage.values():
             shutil.rmtree(staged, ignore_errors=True)
+
+
+def _current(paths: Paths, device: str, kind: str, keys: Sequence[str]) -> bool:
+    """Whether the device's models of ``kind`` are exactly the fits ``keys`` name: one per seed,
+    each model file present beside training facts that hold its key, and no other seed's."""
+    files = [paths.model_file(device, kind, i) for i in range(len(keys))]
+    extra = paths.seeds_dir(device, kind)
+    others = [f for f in extra.glob("*.model") if f not in files] if extra.is_dir() else []
+    if others or not all(f.exists() and f.with_suffix(".json").exists() for f in files):
+        return False
+    try:
+        return [json.loads(f.with_suffix(".json").read_text()).get("inputs")
+                for f in files] == list(keys)
+    except (OSError, ValueError):
+        return False   # unreadable facts: fit again
 
 
 def evaluate_models(paths: Paths, devices: Sequence[str], kinds: Sequence[str],

@@ -440,6 +440,44 @@ def test_a_failed_training_leaves_the_previous_models_intact(paths, monkeypatch)
         list(paths.seeds_dir(DEVICE, "xgb").iterdir()) == []
 
 
+def test_a_fit_whose_inputs_are_unchanged_is_reused_and_a_new_record_refits(paths):
+    """Nothing recomputed that did not change (issue 53, point 2): training facts hold the fit's
+    inputs key (records, knobs, seed, features version, fitting code); the same inputs reuse
+    the model, a new record of the device or other knobs fit again."""
+    from test_store import rows
+    from tcl.store.records import RecordStore
+    from tcl.train import train_seeds
+
+    training_root(paths)
+    xgb = {"num_boost_round": 2, "nthread": 1}
+    said = []
+    files = train_seeds(paths, DEVICE, "xgb", xgb, seeds=[0, 1], workers=1)
+    stamp = {f: f.stat().st_mtime_ns for f in files}
+    assert all(json.loads(f.with_suffix(".json").read_text())["inputs"] for f in files)
+
+    import tcl.train
+    tcl.train.train_many(paths, [(DEVICE, "xgb", xgb)], seeds=[0, 1], workers=1,
+                         say=said.append)
+    assert {f: f.stat().st_mtime_ns for f in files} == stamp          # not fitted again
+    assert said and "reused" in said[0] and "xgb" in said[0]
+
+    tcl.train.train_many(paths, [(DEVICE, "xgb", {**xgb, "eta": 0.1})], seeds=[0, 1],
+                         workers=1, say=said.append)
+    assert all(f.stat().st_mtime_ns != stamp[f] for f in files)       # other knobs: fit again
+    stamp = {f: f.stat().st_mtime_ns for f in files}
+
+    RecordStore(paths).append(rows(task="t3", n=1, offset=20))        # a new record of t3
+    import polars as pl
+    from tcl.features import FEATURE_SCHEMA, load_features
+    from tcl.store.records import write_parquet_atomic
+    have = load_features(paths, ["t3"])
+    extra = have.head(1).with_columns(pl.lit("p20").alias("program_id"))
+    write_parquet_atomic(pl.concat([have, extra]).cast(FEATURE_SCHEMA), paths.features_file("t3"))
+    tcl.train.train_many(paths, [(DEVICE, "xgb", {**xgb, "eta": 0.1})], seeds=[0, 1],
+                         workers=1, say=said.append)
+    assert all(f.stat().st_mtime_ns != stamp[f] for f in files)
+
+
 @pytest.mark.parametrize("kind", ["xgb", "tenset-mlp", "mamba", "tlp"])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_non_finite_features_are_refused_naming_the_features_file(paths, capsys, kind, bad):

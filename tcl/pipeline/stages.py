@@ -153,7 +153,7 @@ def _train(params: Params, pairs: list[tuple[str, str]]) -> dict[tuple[str, str]
         for i in range(len(files[(device, kind)])):
             info = json.loads(params.paths.train_info_file(device, kind, i).read_text())
             _say(f"train {device} {kind}: " + ", ".join(f"{k} {v}" for k, v in info.items()
-                                                         if k not in ("device", "kind")))
+                                                         if k not in ("device", "kind", "inputs")))
     return {pair: paths[0] for pair, paths in files.items()}
 
 
