@@ -114,6 +114,21 @@ def setup_corrupt_zoo(name):
     return setup
 
 
+def setup_damaged_zoo_page(tmp_path):   # tasks.parquet whose footer reads, a data page not
+    from tcl.config import Paths
+    from tcl.store.records import write_parquet_atomic
+    from tcl.store.schemas import TASK_SCHEMA
+
+    f = Paths(tmp_path / "data").tasks_file
+    write_parquet_atomic(pl.DataFrame([{"task_id": f"t{i}", "task_name": f"n{i}" * 50,
+                                        "op_class": "dense", "workload_json": "x" * 2000 + str(i),
+                                        "flop": 1.0} for i in range(50)], schema=TASK_SCHEMA), f)
+    raw = bytearray(f.read_bytes())
+    for i in range(len(raw) // 10, len(raw) // 2):   # the pages; the footer lies at the end
+        raw[i] ^= 0x5A
+    f.write_bytes(bytes(raw))
+
+
 def setup_corrupt_features(tmp_path):   # records and task of t1, its cached features garbage
     from tcl.config import Paths
     from tcl.store.records import write_parquet_atomic
@@ -287,6 +302,9 @@ CASES = [
     (["collect", "--device", "cpu-avx2", "--networks", "bert_tiny", "--small", "--dry-run"],
      "zoo tasks file", setup_corrupt_zoo("tasks.parquet")),
     (["zoo", "list"], "zoo networks file", setup_corrupt_zoo("networks.parquet")),
+    # a damaged page was named as the view: "reading the stream registered as 'tasks'" (issue 54)
+    (["query", "select max(task_name) from tasks"], "tasks.parquet is not readable Parquet",
+     setup_damaged_zoo_page),
     (["featurize"], "task=t1.parquet is not readable Parquet", setup_corrupt_features),
     (["predict", "no/db", "--device", "cpu-avx2", "--out", "."],
      "--out . is a directory; it names the file"),
@@ -393,6 +411,22 @@ def test_a_params_file_named_for_the_trackers_retries_must_exist(tmp_path, capsy
     assert err.strip().splitlines() == [
         f"tcl: error: params file {missing} does not exist (copy the project's params.yaml)"]
     assert "board" not in DeviceRegistry(Paths(tmp_path / "data")).all()
+
+
+def test_a_params_file_named_with_no_run_must_exist(tmp_path, capsys):
+    """Issue 54: `device add --params MISSING.yaml --no-run` (no tracker) registered the device
+    with rc 0 and not a word of the file. A file --params names must exist whatever else is
+    given; nothing is registered."""
+    from tcl.config import Paths
+    from tcl.store.devices import DeviceRegistry
+
+    missing = tmp_path / "nonexistent.yaml"
+    code, out, err = run_case(capsys, ["--data", str(tmp_path / "data"), "device", "add", "zen3",
+                                       "--target", ZEN3, "--no-run", "--params", str(missing)])
+    assert code == 2 and out == "", (out, err)
+    assert err.strip().splitlines() == [
+        f"tcl: error: params file {missing} does not exist (copy the project's params.yaml)"]
+    assert "zen3" not in DeviceRegistry(Paths(tmp_path / "data")).all()
 
 
 # ---- issue 38 ----------------------------------------------------------------------------------

@@ -26,6 +26,8 @@ def cmd_device(args) -> int:
     if args.action == "add":
         # --params as given (None: not given) for the tracker's retries, the file itself for the run
         given, args.params = args.params, args.params or DEFAULT_FILE
+        if given is not None and not args.run:   # read by no run, yet named: it must exist
+            optional_params(given)
         _name_and_target(args, reg)
         measure = MeasureSettings(number=args.number, repeat=args.repeat,
                                   min_repeat_ms=args.min_repeat_ms, timeout_sec=args.timeout)

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 
 from ..config import Paths, TclError
 from .devices import DeviceRegistry
-from .records import RECORD_SCHEMA, STATUSES, RecordStore, warn_once
+from .records import RECORD_SCHEMA, STATUSES, RecordStore, read_parquet, warn_once
 from .schemas import (CANDIDATE_SCHEMA, IMPORTED_TASKS_FIX, NETWORK_SCHEMA, TASK_SCHEMA,
                       ZOO_FIX, foreign_file)
 from .selections import SELECTION_SCHEMA, SelectionStore
@@ -77,6 +77,20 @@ def _footer_ok(files: list[Path]) -> tuple[list[Path], list[str], pa.Schema | No
     except (pa.ArrowInvalid, pa.ArrowTypeError):  # DuckDB's binder names the clash instead
         schema = None
     return good, bad, schema
+
+
+_WHOLE: set[tuple] = set()   # (file, size, mtime) of zoo tables read whole in this process
+
+
+def _check_whole(f: Path, what: str, fix: str, schema: dict) -> None:
+    """A zoo table (a ``what``: "zoo tasks file") that every reader needs whole, read whole
+    once per version of the file: a foreign schema or a damaged data page is a TclError
+    naming the file, where a query later named only the view ("reading the stream registered
+    as 'tasks' failed")."""
+    stamp = tuple(_stamp(f))
+    if stamp not in _WHOLE:
+        read_parquet(f, what, fix, schema=schema)
+        _WHOLE.add(stamp)
 
 
 def _stamp(f: Path) -> list:
@@ -200,8 +214,8 @@ class Catalog:
                  TASK_SCHEMA),
                 ("networks", [(p.networks_file, "zoo networks file", ZOO_FIX)], NETWORK_SCHEMA)):
             for f, what, fix in files:   # tables every reader needs whole: an error
-                if f.exists() and (why := foreign_file(f, schema, what)):
-                    raise TclError(f"{why}; {fix}")
+                if f.exists():
+                    _check_whole(f, what, fix, schema)
             if not self._parquet_view(name, [f for f, _, _ in files if f.exists()], schema,
                                       files[0][1]):
                 self._execute(f"CREATE OR REPLACE VIEW {name} AS {_empty_select(schema)}")
