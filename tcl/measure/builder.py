@@ -7,6 +7,7 @@ schedules sampled by tcl use no tensor intrinsics, so the build needs only what 
 from __future__ import annotations
 
 from ..tvm_compat import meta_schedule
+from .interrupt import held_interrupts, quiet_interrupts
 
 
 def fast_build(mod, target, _params):
@@ -20,10 +21,15 @@ def fast_build(mod, target, _params):
 
 def local_builder(max_workers: int | None = None, timeout_sec: float = 60.0):
     """MetaSchedule's LocalBuilder using :func:`fast_build` (a pipelined collection builds in
-    ``tcl.measure.pooled_builder``'s pool instead, pinned off the device's cores)."""
+    ``tcl.measure.pooled_builder``'s pool instead, pinned off the device's cores). Its workers
+    end silently on a Ctrl-C (``quiet_interrupts``), as a runner's do."""
     ms = meta_schedule()
-    return ms.builder.LocalBuilder(max_workers=max_workers, timeout_sec=timeout_sec,
-                                   f_build=fast_build)
+    # the constructor's sanity check starts a worker from this thread: with SIGINT held, it
+    # starts with it held until its initializer quiets it (a Ctrl-C during its imports printed
+    # a traceback: issue 54 item 17)
+    with held_interrupts():
+        return ms.builder.LocalBuilder(max_workers=max_workers, timeout_sec=timeout_sec,
+                                       f_build=fast_build, initializer=quiet_interrupts)
 
 
 def build_to_bytes(mod_json: str, target_json: str) -> tuple[bytes | None, str | None]:

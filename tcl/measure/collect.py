@@ -41,7 +41,8 @@ from ..tvm_compat import meta_schedule
 from .builder import local_builder
 from .pooled_builder import pooled_builder
 from .interrupt import InfrastructureFailure, Interrupted, StopGuard, shielded
-from .runner import build_cpus, make_runner, runner_device_type, tracker_problem
+from .runner import (build_cpus, make_runner, runner_device_type, stop_runner,
+                     tracker_problem)
 
 DEFAULT_RECORDS_PER_SEC = 3.0  # measured on the 2-core reference machine (environment notes)
 # Seconds between progress lines of a collection given a ``report`` callback (a batch of 64
@@ -144,17 +145,33 @@ def probe_rate(paths: Paths, device: Device, tasks: pl.DataFrame, seconds: float
     check_runnable(device)
     stats, builder, runner, done = CollectStats(), None, None, 0
     start = time.perf_counter()
-    for row in tasks.iter_rows(named=True):
-        if time.perf_counter() - start >= seconds:
-            break
-        mod = tvm.ir.load_json(row["workload_json"])
-        traces = load_candidates(paths, row["task_id"]).head(batch_size)["trace_json"].to_list() \
-            or [t for t, _ in sample_programs(mod, batch_size, seed=0)]
-        if builder is None:
-            builder, runner = local_builder(), make_runner(device)
-        rows = _measure_batch(device, [Job(row["task_id"], mod, t) for t in traces], builder,
-                              runner, stats)
-        done += len(rows)
+    # stopped as a collection is (``collect``): the workers start with SIGINT blocked, a
+    # signal kills them, and one line says what happened (no traceback per build worker)
+    guard = StopGuard()
+    try:
+        with guard:
+            for row in tasks.iter_rows(named=True):
+                if guard.interrupted or time.perf_counter() - start >= seconds:
+                    break
+                mod = tvm.ir.load_json(row["workload_json"])
+                traces = load_candidates(paths, row["task_id"]).head(batch_size)[
+                    "trace_json"].to_list() or [t for t, _ in sample_programs(mod, batch_size,
+                                                                            seed=0)]
+                if builder is None:
+                    builder, runner = local_builder(), shielded(make_runner, device)
+                rows = shielded(_measure_batch, device,
+                                [Job(row["task_id"], mod, t) for t in traces], builder, runner,
+                                stats)
+                done += len(rows)
+    except Exception:
+        if not guard.interrupted:   # else whatever a pool made of the signal (a killed worker)
+            raise
+    finally:
+        if runner is not None:
+            stop_runner(runner)
+    if guard.interrupted:
+        raise Interrupted(guard.signum, f"interrupted by {guard.signal_name}: the probe stored "
+                          "nothing (a dry run); run the command again for its estimate")
     secs = time.perf_counter() - start
     if done == 0 or secs <= 0:
         raise TclError(f"the probe measured nothing on {device.name} in {secs:.0f} s")
