@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from datetime import datetime
 
@@ -14,6 +15,7 @@ from ..store.devices import DeviceRegistry, check_runnable
 from ..features import featurize
 from ..measure.active import Selection, measure_selected, plan_active, select_and_measure
 from ..measure.collect import collect, plan
+from ..measure.interrupt import Interrupted
 from ..registry import SPEC_HELP, resolve_model
 from ..sampling import MAX_PROGRAMS_PER_TASK
 from ..store.catalog import records
@@ -114,7 +116,12 @@ def cmd_featurize(args) -> int:
 def cmd_query(args) -> int:
     from ..store.catalog import query   # lazy: duckdb costs ~0.3 s at import
 
-    frame = query(_paths(args, only_reads=True), args.sql)
+    try:
+        frame = query(_paths(args, only_reads=True), args.sql)
+    except KeyboardInterrupt:   # not the usual "finished work is stored ... resume"
+        raise Interrupted(signal.SIGINT, "interrupted: the query stopped before its answer; a "
+                          "query writes nothing, so nothing is lost (run it again for its "
+                          "answer)") from None
     if args.format == "csv":
         sys.stdout.write(csv_text(frame))
     elif args.format == "json":  # one JSON object per row (NDJSON), for jq and friends

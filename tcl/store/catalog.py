@@ -264,14 +264,25 @@ class Catalog:
                 from None
 
     def close(self) -> None:
-        self.con.close()
+        try:
+            self.con.close()
+        except duckdb.ResourceInUseException:
+            # busy with a statement that a Ctrl-C left running (``interruptible``): closing it
+            # raised over the interrupt; the connection ends with the process instead
+            pass
+
+
+INTERRUPT_GRACE_S = 1.0   # how long a Ctrl-C waits for DuckDB to stop a statement
 
 
 def interruptible(con: duckdb.DuckDBPyConnection, run: Callable[[], T]) -> T:
     """``run()`` (a statement on ``con``) on a thread of its own, so that a Ctrl-C reaches this
     one at once and stops DuckDB itself (``con.interrupt()``) before it is raised here. DuckDB
     looks at Python's signals only between its steps, and one step (a lambda over a long list,
-    a large aggregate) held a Ctrl-C of `tcl query` for over a minute."""
+    a large aggregate) held a Ctrl-C of `tcl query` for over a minute. It looks at its own
+    interrupt only between vectors, and one vector (a lambda over one list of 3e8 values) held
+    it for minutes too: after ``INTERRUPT_GRACE_S`` the Ctrl-C is raised without it, the thread
+    (a daemon, running a read) left to end with the process."""
     done: dict[str, object] = {}
     finished = threading.Event()
 
@@ -290,7 +301,7 @@ def interruptible(con: duckdb.DuckDBPyConnection, run: Callable[[], T]) -> T:
         finished.wait()
     except KeyboardInterrupt:
         con.interrupt()
-        finished.wait(timeout=30)   # DuckDB stops within its current vector
+        finished.wait(timeout=INTERRUPT_GRACE_S)   # mostly at once: within its current vector
         raise
     if "error" in done:
         raise done["error"]
