@@ -95,6 +95,33 @@ def test_project_params_are_valid():
     assert params.train.seeds >= 3 and "tlp" in params.train.hyper   # tlp: one line away
 
 
+def _ci_check(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(root / ".ci" / "run"), "--check"], cwd=root, text=True,
+                          capture_output=True, timeout=60)
+
+
+def test_ci_and_the_readme_check_params_before_the_main_job(tmp_path):
+    """Issue 54: with an alias-bomb params.yaml, `dvc status` was silent for 90 s where `tcl
+    params` refuses it in 2 s. The README's main job (what `.ci/run` runs) checks the params
+    file first, and `.ci/run` refuses a README whose main job does not; `--check` reads the
+    README's commands and runs none."""
+    done = _ci_check(ROOT)
+    assert done.returncode == 0 and "runs nothing" in done.stdout, done.stderr
+    copy = tmp_path / "clone"
+    (copy / ".ci").mkdir(parents=True)
+    shutil.copy(ROOT / ".ci" / "run", copy / ".ci" / "run")
+    unchecked = ROOT.joinpath("README.md").read_text().replace(
+        ".venv/bin/tcl params --params params.yaml && ", "")
+    assert unchecked != ROOT.joinpath("README.md").read_text()
+    (copy / "README.md").write_text(unchecked)
+    done = _ci_check(copy)
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    assert "does not check the params file first (tcl params --params params.yaml" in \
+        done.stderr, done.stderr
+    (copy / "README.md").write_text(ROOT.joinpath("README.md").read_text())
+    assert _ci_check(copy).returncode == 0
+
+
 def test_dvc_yaml_has_one_stage_per_device_and_model():
     out = subprocess.run([BIN / "dvc", "stage", "list", "--name-only"], cwd=ROOT, text=True,
                          capture_output=True, env=_env())
