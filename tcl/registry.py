@@ -380,10 +380,7 @@ def _resolve(paths: Paths, device: str, spec: str, any_device: bool,
     named = _device_spec(spec)
     if named is not None:
         return _of_device(paths, device, *named, any_device, backbone)
-    path = paths.model_file(device, spec) if spec in MODEL_KINDS else Path(spec)
-    if not path.exists():
-        raise _Missing(f"model {spec!r}: {path} does not exist (a kind trained for {device!r}, "
-                       "or a model file)")
+    path = _model_file(paths, device, spec)
     loaded = load_model(path, kind=spec if spec in MODEL_KINDS else None)
     check_model_device(path, model_devices(paths, path, loaded), device, any_device)
     if hasattr(loaded, "for_device") and device in loaded.devices:   # continual: pick the head
@@ -395,6 +392,28 @@ def _resolve(paths: Paths, device: str, spec: str, any_device: bool,
     if shown.is_relative_to(root):
         return Resolved(loaded, str(Path(root.name) / shown.relative_to(root)))
     return Resolved(loaded, str(path))
+
+
+def _model_file(paths: Paths, device: str, spec: str) -> Path:
+    """The file a kind (``models/<device>/<kind>.model``) or a file ``spec`` names, which must
+    exist."""
+    path = paths.model_file(device, spec) if spec in MODEL_KINDS else Path(spec)
+    if not path.exists():
+        raise _Missing(f"model {spec!r}: {path} does not exist (a kind trained for {device!r}, "
+                       "or a model file)")
+    return path
+
+
+def check_model_spec(paths: Paths, device: str, spec: str) -> None:
+    """``resolve_model``'s refusals that need no model trained or loaded (``tcl tune
+    --dry-run``): ``none``, and a file that does not exist (a mistyped kind reads as one). A
+    spec that training fills (latest, continual, a kind, DEVICE/...) passes: a plan may come
+    before the pipeline trains it."""
+    if spec == "none":
+        resolve_model(paths, device, spec)   # refused before anything is read
+    elif spec not in (LATEST, "continual") and spec not in MODEL_KINDS \
+            and _device_spec(spec) is None:
+        _model_file(paths, device, spec)
 
 
 def _device_spec(spec: str) -> tuple[str, str] | None:

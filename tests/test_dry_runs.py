@@ -89,3 +89,61 @@ def test_dry_runs_write_nothing_tracked_and_answer_in_time(clone, args, code, sa
     assert _tracked_hashes(clone) == before
     changed = _git(clone, "status", "--porcelain", "--ignored", "--untracked-files=all")
     assert all(line[3:].startswith("data/.cache/") for line in changed.splitlines()), changed
+
+
+# ---- a dry run refuses what the run refuses (issue 54 item 11) ------------------------------
+
+def _one_line_refusal(capsys, argv: list[str]) -> str:
+    from tcl.cli import main
+
+    code = main(argv)
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1, (argv, code, err)
+    return lines[0]
+
+
+def test_a_dry_run_of_a_device_this_host_cannot_run_is_refused(tmp_path, capsys, monkeypatch):
+    """`tune --device cpu-avx512 --dry-run` on a host without AVX-512, and a device whose code
+    the host cannot run (bdver2: FMA4, XOP), refused by the run's own check."""
+    import tcl.store.devices as devices
+    from tcl.config import Paths
+
+    data = tmp_path / "data"
+    devices.DeviceRegistry(Paths(data)).add("bulldozer", {"kind": "llvm", "mcpu": "bdver2"})
+    monkeypatch.setattr(devices, "host_cpu_flags", lambda: frozenset({"sse4_2", "avx", "avx2"}))
+    for name in ("cpu-avx512", "bulldozer"):
+        with pytest.raises(devices.TclError) as run:
+            devices.check_runnable(devices.DeviceRegistry(Paths(data)).get(name))
+        line = _one_line_refusal(capsys, ["--data", str(data), "tune", "--network", "resnet18",
+                                          "--device", name, "--dry-run"])
+        assert line == f"tcl: error: {run.value}", line
+
+
+def test_a_pipelined_collection_dry_run_on_one_cpu_is_refused_as_the_run_is(tmp_path, capsys,
+                                                                            monkeypatch):
+    """`collect --pipelined --dry-run` on one CPU planned a run that is refused; both say the
+    same line now, before anything is extracted or measured."""
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
+    data = tmp_path / "data"
+    argv = ["--data", str(data), "collect", "--device", "cpu-avx2-1c", "--pipelined"]
+    dry = _one_line_refusal(capsys, argv + ["--dry-run"])
+    assert "a pipelined collection builds on cores cpu-avx2-1c does not use" in dry, dry
+    assert _one_line_refusal(capsys, argv) == dry
+    assert not (data / "zoo").exists()
+
+
+def test_a_dry_run_of_a_model_that_names_nothing_is_refused(tmp_path, capsys):
+    """`tune --model nosuchkind --dry-run` planned a run that says the model does not exist;
+    the dry run says so now (a model training makes, latest or a kind, is still planned)."""
+    data = tmp_path / "data"
+    line = _one_line_refusal(capsys, ["--data", str(data), "tune", "--network", "resnet18",
+                                      "--device", "cpu-avx2", "--model", "nosuchkind",
+                                      "--dry-run"])
+    assert line == ("tcl: error: model 'nosuchkind': nosuchkind does not exist (a kind trained "
+                    "for 'cpu-avx2', or a model file)"), line
+    line = _one_line_refusal(capsys, ["--data", str(data), "tune", "--network", "resnet18",
+                                      "--device", "cpu-avx2", "--model", "none", "--dry-run"])
+    assert "model 'none': this step needs a model" in line, line

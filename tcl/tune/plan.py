@@ -1,6 +1,7 @@
 """What a ``tcl tune`` run will do, settled before it tunes: the model settings and their
 defaults, the network instance, the trials per round and the task scheduler, and the dry run's
-plan and estimate (``plan_tuning``: no TVM, no model, nothing written).
+plan and estimate (``plan_tuning``: TVM only to check the target, no model, nothing
+written).
 
 The budget covers every task before any task gets a second round: the scheduler's first round
 gives each task ``num_trials_per_iter`` trials, so that is ``trials // tasks`` (at most 64).
@@ -12,7 +13,8 @@ from dataclasses import dataclass
 
 from ..config import Paths, TclError
 from ..measure.collect import DEFAULT_RECORDS_PER_SEC, measured_throughput
-from ..store.devices import DeviceRegistry
+from ..registry import check_model_spec
+from ..store.devices import Device, DeviceRegistry, check_runnable
 from ..store.records import RecordStore
 from ..zoo.extract import load_networks
 from .expect import expected_latency
@@ -41,6 +43,17 @@ METASCHEDULE_SEARCH = (512, 4)  # EvolutionarySearch's defaults
 # predicting per candidate the search scores, an assumption of the order of featurizing one
 # conv2d candidate (docs/architecture.md); the dry run says when it used it.
 ASSUMED_SEARCH_S_PER_SCORED = 0.01
+
+
+def tunable_device(paths: Paths, name: str) -> Device:
+    """The device ``name``, if this host can tune it: a local device (``tcl tune`` times the
+    compiled network on this host) whose code it can run. The run's check and its dry run's."""
+    device = DeviceRegistry(paths).get(name)
+    check_runnable(device)
+    if device.is_remote:
+        raise TclError(f"device {name!r} is remote: tcl tune times the compiled network "
+                       "on this host, so it tunes local devices only")
+    return device
 
 
 def resolve_instance(paths: Paths, network: str):
@@ -198,14 +211,17 @@ def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "late
                 generations: int | None = None, layout: str = "nchw",
                 fast_math: bool = False, fuse: bool = True) -> TuningPlan:
     """``tcl tune --dry-run``: the tasks (the zoo's extraction of the network), trials per task
-    and an estimated time, without tuning, loading a model, importing TVM or writing anything
-    (``population``/``generations``: None for ``tuning_defaults``')."""
+    and an estimated time, without tuning, loading a model or writing anything. Refused where
+    the run refuses the device (``tunable_device``) or a model spec that names no model
+    (``check_model_spec``). ``population``/``generations``: None for ``tuning_defaults``'."""
     import statistics
 
     _, population, generations = tuning_defaults(model, None, population, generations)
     check_layout(layout)
-    device = DeviceRegistry(paths).get(device_name)
+    device = tunable_device(paths, device_name)
     inst = resolve_instance(paths, network)
+    if model not in ONLINE:   # what the run refuses of the model without loading one
+        check_model_spec(paths, device.name, model)
     nets = load_networks(paths)
     tasks = int((nets["network_key"] == inst.key).sum())
     if not tasks:

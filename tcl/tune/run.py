@@ -35,7 +35,6 @@ from ..measure.pooled_builder import pooled_builder
 from ..measure.runner import make_runner, stop_runner
 from ..measure.timed import Stopwatch, timed
 from ..registry import resolve_model
-from ..store.devices import DeviceRegistry, check_runnable
 from ..store.records import task_id_of
 from ..train import holdout_task_ids
 from ..tvm_compat import meta_schedule
@@ -43,7 +42,7 @@ from .curve import progress_callback, write_curve
 from .layout import (check_layout, compile_network, describe, network_module, run_suffix,
                      tunable_tasks)
 from .plan import (ONLINE, SCHEDULERS, resolve_instance, task_scheduler, trials_per_iter,
-                   tuning_defaults)
+                   tunable_device, tuning_defaults)
 from .result import TuneResult
 from .resume import CURVE_FILE, RUN_FILE, ResumeState, prepare_out, resume_state
 from .timing import time_compiled, time_split
@@ -115,11 +114,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     from ..online import ScoredCostModel   # lazy: MetaSchedule costs ~25 s at import
 
     ms = meta_schedule()
-    device = DeviceRegistry(paths).get(device_name)
-    check_runnable(device)
-    if device.is_remote:
-        raise TclError(f"device {device_name!r} is remote: tcl tune times the compiled network "
-                       "on this host, so it tunes local devices only")
+    device = tunable_device(paths, device_name)
     inst = resolve_instance(paths, network)
     check_layout(layout)
     cm, what = cost_model_for(paths, device_name, model, update, any_device)
