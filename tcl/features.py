@@ -166,11 +166,14 @@ def featurize_task(paths: Paths, task_id: str, workload_json: str,
                    programs: pl.DataFrame) -> int:
     """Cache features of ``programs`` (program_id, trace_json) not yet cached; returns how many."""
     f = paths.features_file(task_id)
-    have = _read(f) if f.exists() else pl.DataFrame(schema=FEATURE_SCHEMA)
+    # the ids alone say what is new: most runs find nothing to add, at a column's cost
+    ids = read_parquet(f, "features file", _FEATURES_FIX, columns=["program_id"]) \
+        if f.exists() else pl.DataFrame(schema={"program_id": pl.Utf8})
     todo = programs.unique("program_id", maintain_order=True).filter(
-        ~pl.col("program_id").is_in(have["program_id"].implode()))
+        ~pl.col("program_id").is_in(ids["program_id"].implode()))
     if todo.is_empty():
         return 0
+    have = _read(f) if f.exists() else pl.DataFrame(schema=FEATURE_SCHEMA)
     new = program_features(task_id, workload_json, todo)
 
     write_parquet_atomic(pl.concat([have, new]), f, "features file")

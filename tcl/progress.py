@@ -14,6 +14,18 @@ from collections.abc import Callable
 
 EVERY_S = 30.0   # the longest a long-running stage or command stays silent
 
+# The Progress this context's work counts towards: a training loop deep inside a model calls
+# ``step()`` per epoch without knowing who (if anyone) reports its progress.
+_CURRENT: contextvars.ContextVar["Progress | None"] = contextvars.ContextVar("tcl_progress",
+                                                                             default=None)
+
+
+def step(n: int = 1) -> None:
+    """Count ``n`` units of work towards the innermost open ``Progress`` of this context."""
+    current = _CURRENT.get()
+    if current is not None:
+        current.advance(n)
+
 
 def stderr_line(line: str) -> None:
     """Where a line goes when no one else takes it: stderr, at once."""
@@ -33,11 +45,14 @@ class Progress:
     """``what``: done of ``total`` ``unit``, rate and ETA, reported (``report``, default
     stderr) every ``every_s`` seconds while the block runs, and once at its end when it ran
     that long. ``advance(n)`` counts finished work; ``tick()`` reports when the interval has
-    passed (the background thread calls it; tests call it with a fake ``clock``)."""
+    passed (the background thread calls it; tests call it with a fake ``clock``).
+    ``counts_steps``: work deep inside the block counts through ``step()`` (a training loop's
+    epochs), without a reference to this object."""
 
     def __init__(self, what: str, total: int, unit: str = "programs",
                  report: Callable[[str], None] | None = None, every_s: float | None = None,
-                 clock: Callable[[], float] = time.monotonic, background: bool = True):
+                 clock: Callable[[], float] = time.monotonic, background: bool = True,
+                 counts_steps: bool = False):
         self.what, self.total, self.unit = what, int(total), unit
         self.report = report or stderr_line
         self.every_s = EVERY_S if every_s is None else every_s
@@ -47,6 +62,7 @@ class Progress:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = None
+        self._counts_steps, self._token = counts_steps, None
         if background:
             # the caller's context: a Prefect task's logger still knows its run in the thread
             self._thread = threading.Thread(target=contextvars.copy_context().run,
@@ -56,6 +72,14 @@ class Progress:
     def advance(self, n: int = 1) -> None:
         with self._lock:
             self.done += n
+
+    def each(self, items):
+        """``items`` one by one, each counted once the caller is done with it; the block is
+        this loop (lines while it runs)."""
+        with self:
+            for item in items:
+                yield item
+                self.advance()
 
     def line(self) -> str:
         secs = self.clock() - self.start
@@ -84,11 +108,15 @@ class Progress:
             self.tick()
 
     def __enter__(self) -> "Progress":
+        if self._counts_steps:
+            self._token = _CURRENT.set(self)
         if self._thread is not None:
             self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
+        if self._token is not None:
+            _CURRENT.reset(self._token)
         self._stop.set()
         if self._thread is not None:
             self._thread.join()

@@ -272,7 +272,8 @@ def evaluate_models(paths: Paths, devices: Sequence[str], kinds: Sequence[str],
                        "(check zoo.networks and sample.max_train_tasks)")
     tasks = load_tasks(paths)
     frames = []
-    for device in devices:
+    lines = Progress("evaluate", len(devices), unit="devices")
+    for device in lines.each(devices):
         records = evaluation_records(paths, device)
         eval_ids = sorted(held & set(records["task_id"].to_list()))
         if not eval_ids:

@@ -142,6 +142,8 @@ def setup_corrupt_features(tmp_path):   # records and task of t1, its cached fea
     f = paths.features_file("t1")
     f.parent.mkdir(parents=True)
     f.write_bytes(b"garbage")
+    from tcl.features import features_version   # this featurizer's cache: it is read, not redone
+    paths.features_version_file.write_text(json.dumps(features_version()))
 
 
 def setup_negative_weights(tmp_path):

@@ -208,6 +208,41 @@ def test_featurize_says_where_it_is_without_a_terminal(collected, monkeypatch):
     assert feats["n_tokens"].max() > 3   # a sampled schedule is a sequence of instructions
 
 
+def test_export_writes_the_lines_metaschedule_writes(collected, tmp_path):
+    """The export writes the stored traces as JSON lines (issue 53: 30 records/s replaying each
+    trace into a schedule); they are the lines MetaSchedule's own JSONDatabase writes for the
+    same records."""
+    import tvm
+    from tvm import s_tir
+
+    from tcl.measure.msjson import RECORD_FILE, WORKLOAD_FILE, export_database
+    from tcl.store.records import RecordStore
+    from tcl.tvm_compat import meta_schedule
+
+    paths, task, _, _ = collected
+    out = tmp_path / "fast"
+    export_database(paths, DEVICE, out)
+    ms = meta_schedule()
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    db = ms.database.JSONDatabase(path_workload=str(ref / WORKLOAD_FILE),
+                                  path_tuning_record=str(ref / RECORD_FILE), allow_missing=True)
+    mod = tvm.ir.load_json(task["workload_json"])
+    wl = db.commit_workload(mod)
+    args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+    ok = RecordStore(paths).read().filter(pl.col("status") == "ok").sort("record_id")
+    for trace_json, secs in zip(ok["trace_json"], ok["latencies"]):
+        sch = s_tir.Schedule(mod)
+        s_tir.schedule.Trace.apply_json_to_schedule(json.loads(trace_json), sch)
+        db.commit_tuning_record(ms.database.TuningRecord(sch.trace, wl, list(secs),
+                                                         DEVICE.tvm_target(), args))
+    del db
+    for name in (WORKLOAD_FILE, RECORD_FILE):
+        fast = [json.loads(x) for x in (out / name).read_text().splitlines()]
+        mine = [json.loads(x) for x in (ref / name).read_text().splitlines()]
+        assert sorted(map(json.dumps, fast)) == sorted(map(json.dumps, mine)), name
+
+
 def test_export_loads_in_metaschedule_and_import_is_idempotent(collected, tmp_path):
     import tvm
 

@@ -70,3 +70,20 @@ def test_the_background_thread_reports_without_ticks():
         time.sleep(0.3)
         p.advance()
     assert len(lines) >= 3 and all(LINE.match(t) for t in lines)
+
+
+def test_work_deep_inside_counts_through_step():
+    """A training loop counts its epochs with ``step()``; the innermost Progress that asked for
+    it gets them, and nothing is counted when none is open."""
+    from tcl import progress
+
+    clock, lines = FakeClock(), []
+    progress.step()                                   # no Progress open: nothing happens
+    with Progress("distill zen4-1c", 100, unit="epochs", report=lines.append, clock=clock,
+                  background=False, counts_steps=True) as outer:
+        with Progress("read", 5, unit="lines", report=lines.append, clock=clock,
+                      background=False):
+            progress.step(3)                          # not a step counter: the outer one gets it
+        clock.now += EVERY_S
+        outer.tick()
+    assert outer.done == 3 and lines[0].startswith("distill zen4-1c: 3 of 100 epochs done")

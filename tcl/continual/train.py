@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from .. import progress
 from ..config import TclError
 from ..metrics import pairwise_accuracy
 from ..models.base import ProgramSet
@@ -103,6 +104,7 @@ def train(params: list[nn.Parameter], step: Callable[[], Tensor], schedule: Sche
             loss.backward()
             nn.utils.clip_grad_norm_(params, grad_clip)
             opt.step()
+        progress.step()   # an epoch done, for whoever reports this fit's progress
         if validate is None or stopping is None:
             continue
         module.eval()

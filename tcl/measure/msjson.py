@@ -18,6 +18,7 @@ from pathlib import Path
 import polars as pl
 
 from ..config import Paths, TclError, atomic_write, read_text, write_json
+from ..progress import Progress
 from ..store.catalog import Catalog
 from ..store.devices import Device
 from ..store.locks import locked, path_key
@@ -98,8 +99,16 @@ def _tuning_lines(rec_path: Path, workloads: dict, stats: ImportStats):
     malformed one is named in ``stats.problems``, one whose run_secs are no run times in
     ``stats.bad_run_secs``, and skipped."""
     ms = meta_schedule()
-    for n, line in _read_lines(rec_path):
+    lines = _read_lines(rec_path)
+    with Progress(f"read {rec_path}", len(lines), unit="lines") as seen:
+        yield from _valid_lines(ms, rec_path, lines, workloads, stats, seen)
+
+
+def _valid_lines(ms, rec_path: Path, lines: list[tuple[int, str]], workloads: dict,
+                 stats: ImportStats, seen: Progress):
+    for n, line in lines:
         stats.lines += 1
+        seen.advance()
         try:
             index, (trace_obj, run_secs, target, _args) = json.loads(line)
             secs = run_times(run_secs)
@@ -315,10 +324,6 @@ def export_database(paths: Paths, device: Device, out_dir: str | Path,
     again, so exporting twice adds nothing the second time."""
     out_dir = Path(out_dir)
     check_export_dir(out_dir, device)   # before TVM's import: a refusal costs nothing
-    import tvm
-    from tvm import s_tir
-
-    ms = meta_schedule()
     cat = Catalog(paths, in_memory=True)
     where = "" if task_ids is None else "AND r.task_id IN (SELECT unnest($tids))"
     frame = cat.con.sql(
@@ -345,9 +350,9 @@ def export_database(paths: Paths, device: Device, out_dir: str | Path,
         if not todo and wl_file.exists() and rec_file.exists():
             write_json(out_dir / MANIFEST_FILE, manifest, "export manifest")
             return done
-        # MetaSchedule appends to its files and checks no write, so it appends to copies, which
-        # replace the files once every line is there (the workload file first: a record never
-        # names a workload the file lacks). A full disk leaves the database as it was.
+        # Appended to copies, which replace the files once every line is there (the workload
+        # file first: a record never names a workload the file lacks). A full disk leaves the
+        # database as it was.
         with atomic_write(rec_file, "database file") as rec_tmp, \
                 atomic_write(wl_file, "database file") as wl_tmp:
             expect = {}
@@ -355,29 +360,58 @@ def export_database(paths: Paths, device: Device, out_dir: str | Path,
                 if f.exists():
                     shutil.copyfile(f, tmp)
                 expect[f] = _whole_lines(tmp) if f.exists() else 0
-            db = ms.database.JSONDatabase(path_workload=str(wl_tmp),
-                                          path_tuning_record=str(rec_tmp), allow_missing=True)
-            target = device.tvm_target()
-            for workload_json, new in todo:
-                mod = tvm.ir.load_json(workload_json)
-                expect[wl_file] += not db.has_workload(mod)
-                wl = db.commit_workload(mod)
-                args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
-                for trace_json, secs in new:
-                    sch = s_tir.Schedule(mod)
-                    s_tir.schedule.Trace.apply_json_to_schedule(json.loads(trace_json), sch)
-                    db.commit_tuning_record(
-                        ms.database.TuningRecord(sch.trace, wl, list(secs), target, args))
-                    done.written += 1
-            del db
+            heads = _record_heads(wl_tmp, device, [w for w, _ in todo], expect, wl_file)
+            with Progress(f"export {device.name}", sum(len(n) for _, n in todo),
+                          unit="records") as lines, open(rec_tmp, "a", encoding="utf-8") as out:
+                for (index, target, args), (_, new) in zip(heads, todo):
+                    for trace_json, secs in new:
+                        out.write(json.dumps([index, [json.loads(trace_json), list(secs),
+                                                      target, args]]) + "\n")
+                    lines.advance(len(new))
+                    done.written += len(new)
             expect[rec_file] += done.written
             for f, tmp in ((wl_file, wl_tmp), (rec_file, rec_tmp)):
                 got = _whole_lines(tmp)
                 if got != expect[f]:   # atomic_write says whether the disk was why
-                    raise OSError(errno.EIO, f"MetaSchedule wrote {got} of {expect[f]} whole "
-                                  "lines; the database is left as it was", str(f))
+                    raise OSError(errno.EIO, f"wrote {got} of {expect[f]} whole lines; the "
+                                  "database is left as it was", str(f))
         write_json(out_dir / MANIFEST_FILE, manifest, "export manifest")
     return done
+
+
+def _record_heads(wl_tmp: Path, device: Device, workloads: list[str], expect: dict,
+                  wl_file: Path) -> list[tuple[int, object, object]]:
+    """Per workload (its JSON): the head of its tuning records' lines, (workload index in
+    ``wl_tmp``, target, argument info), as MetaSchedule writes them. MetaSchedule commits the
+    workloads to ``wl_tmp`` and one probe record (the empty trace) each to a scratch file, whose
+    lines give the heads; the records themselves are then written as plain JSON lines with
+    their stored traces (the same lines MetaSchedule writes for them, tests/test_collect.py),
+    instead of replaying every trace into a schedule: 30 records/s became thousands."""
+    import tempfile
+
+    import tvm
+    from tvm import s_tir
+
+    ms = meta_schedule()
+    with tempfile.TemporaryDirectory(prefix="tcl-export-") as scratch:
+        probe_file = Path(scratch) / RECORD_FILE
+        db = ms.database.JSONDatabase(path_workload=str(wl_tmp),
+                                      path_tuning_record=str(probe_file), allow_missing=True)
+        target = device.tvm_target()
+        for workload_json in workloads:
+            mod = tvm.ir.load_json(workload_json)
+            expect[wl_file] += not db.has_workload(mod)
+            wl = db.commit_workload(mod)
+            args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+            db.commit_tuning_record(ms.database.TuningRecord(s_tir.Schedule(mod).trace, wl,
+                                                             [1.0], target, args))
+        del db
+        probes = [json.loads(line) for line in probe_file.read_text().splitlines()
+                  if line.strip()] if probe_file.exists() else []
+    if len(probes) != len(workloads):
+        raise OSError(errno.EIO, f"MetaSchedule wrote {len(probes)} of {len(workloads)} "
+                      "probe records", str(probe_file))
+    return [(index, target, args) for index, (_trace, _secs, target, args) in probes]
 
 
 def _manifest(paths: Paths, device: Device, frame: pl.DataFrame) -> dict:

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .. import progress
 from ..config import TclError
 from ..features import FEATURE_VIEWS, feature_view, program_sizes, view_rows, view_width
 from ..metrics import pairwise_accuracy
@@ -391,6 +392,7 @@ class NeuralCostModel(CostModel):
                 schedule.step()
             if on_epoch is not None:
                 on_epoch(n)
+            progress.step()   # an epoch done, for whoever reports this fit's progress
             if valid is None:
                 continue
             if stopping.step(self.validation_error(valid)):   # keep the best epoch

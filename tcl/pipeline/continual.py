@@ -31,12 +31,13 @@ import numpy as np
 import polars as pl
 
 from ..config import Paths, TclError
-from ..continual.base import DeviceData, Settings, make_distiller
+from ..continual.base import DeviceData, Settings, config_of, make_distiller
 from ..dataset import (SOURCES, evaluation_records, load_program_set, measured,
                        record_sources, to_program_set)
 from ..evaluate import evaluate
 from ..features import load_features
 from ..metrics import forgetting_summary
+from ..progress import Progress
 from ..registry import Entry, ModelRegistry, resolve_model
 from ..samplers import Pool, make_sampler, parse_budget, sampler_options
 from ..store.selections import SelectionStore
@@ -246,7 +247,10 @@ def fit_distill(job: DistillJob) -> tuple[object, float]:
                            job.tasks, job.registry)
     new = device_data(job.params, job.device, job.rows, job.pool)
     start = time.perf_counter()
-    model = make_distiller(job.method).fit(job.teacher, new, job.settings, history)
+    # epochs: at most the backbone's (early stopping may end it sooner)
+    with Progress(f"distill {job.device}", config_of(job.settings)["epochs"], unit="epochs",
+                  counts_steps=True):
+        model = make_distiller(job.method).fit(job.teacher, new, job.settings, history)
     return model, time.perf_counter() - start
 
 

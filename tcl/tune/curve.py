@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..progress import Progress as Lines
 from ..tvm_compat import meta_schedule
 from .resume import ResumeState
 from .result import TuneResult
@@ -39,6 +40,15 @@ def progress_callback(total: int, weights: dict[int, float], show: bool,
             self.curve: list[dict] = list(before.curve)
             self.bar = tqdm(total=total, initial=before.measured, unit="trial",
                             desc="tune", disable=not show)
+            # no terminal (a script, a CI log, nohup): a progress line every EVERY_S seconds
+            self.lines = None if show else Lines("tune", total, unit="trials").__enter__()
+            if self.lines is not None:
+                self.lines.advance(before.measured)
+
+        def close(self) -> None:
+            self.bar.close()
+            if self.lines is not None:
+                self.lines.__exit__(None, None, None)
 
         def apply(self, task_scheduler, task_id, measure_candidates, builder_results,
                   runner_results) -> None:
@@ -60,6 +70,8 @@ def progress_callback(total: int, weights: dict[int, float], show: bool,
             with curve_file.open("a") as f:
                 f.write(json.dumps(self.curve[-1]) + "\n")
             self.bar.update(len(measure_candidates))
+            if self.lines is not None:
+                self.lines.advance(len(measure_candidates))
             self.bar.set_postfix_str("best est. " + (f"{estimate:.2f} ms" if estimate == estimate
                                                      else f"- ({len(self.best)}/{len(weights)} tasks)"))
 

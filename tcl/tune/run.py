@@ -34,6 +34,7 @@ from ..measure.msjson import import_database
 from ..measure.pooled_builder import pooled_builder
 from ..measure.runner import make_runner, stop_runner
 from ..measure.timed import Stopwatch, timed
+from ..progress import Progress
 from ..registry import resolve_model
 from ..store.records import task_id_of
 from ..train import holdout_task_ids
@@ -191,16 +192,17 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
             pool_builder.close()
         finally:
             stop_runner(local_runner)
-    callback.bar.close()
+    callback.close()
     split = time_split(tune_s, watch.build_s, watch.run_s, scored.seconds())
     scoring = {"predict_calls": scored.predict_calls, "scored": scored.scored}
     if hasattr(scored.inner, "cache"):   # the tcl adapter's feature cache
         scoring["feature_cache"] = scored.inner.cache.stats()
     online = scored.quality({task_id_of(t.dispatched[0]): float(t.weight) for t in tasks})
     start = time.perf_counter()
-    executable = compile_network(database, mod, target, layout, fuse)
-    lib = out / "network.so"
-    executable.export_library(str(lib))
+    with Progress(f"tune {inst.key}: compile", 1, unit="networks"):
+        executable = compile_network(database, mod, target, layout, fuse)
+        lib = out / "network.so"
+        executable.export_library(str(lib))
     compile_s = time.perf_counter() - start
 
     with torch.no_grad():
