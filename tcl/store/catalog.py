@@ -33,6 +33,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
+from polars.exceptions import PanicException
 
 from ..config import Paths, TclError
 from .devices import DeviceRegistry
@@ -232,9 +233,16 @@ class Catalog:
 
     def sql(self, query: str) -> pl.DataFrame:
         try:
-            return interruptible(self.con, lambda: self.con.sql(query).pl())
+            return interruptible(self.con, lambda: self._frame(self.con.sql(query)))
         except duckdb.Error as e:
             raise TclError(f"query failed: {str(e).splitlines()[0]}") from None
+        except (pl.exceptions.PolarsError, pa.ArrowException, PanicException) as e:
+            raise TclError(f"query failed: its answer cannot be read into a table "
+                           f"({str(e).splitlines()[0]})") from None
+
+    def _frame(self, relation: duckdb.DuckDBPyRelation | None) -> pl.DataFrame:
+        """A statement's answer (None: a statement without one) as a frame."""
+        return pl.DataFrame() if relation is None else relation.pl()
 
     def records(self, device: str, columns: Sequence[str], task_ids: Iterable[str] | None = None,
                 status: str | None = None) -> pl.DataFrame:
@@ -363,6 +371,13 @@ class SealedCatalog(Catalog):
         super().__init__(paths, in_memory=True, warn=warn)
         self._seal()
 
+    def _frame(self, relation: duckdb.DuckDBPyRelation | None) -> pl.DataFrame:
+        """A user's answer, every value whole in a table, CSV and JSON (``_as_text``,
+        ``check_showable``)."""
+        frame = super()._frame(None if relation is None else _as_text(relation))
+        check_showable(frame)
+        return frame
+
     def _bind_files(self, name: str, good: list[Path], schema: pa.Schema | None) -> None:
         # A registered object is a view named `name`: the views defined over it are unchanged.
         self.con.register(name, pads.dataset([str(f) for f in good], format="parquet",
@@ -390,6 +405,66 @@ class SealedCatalog(Catalog):
                         "SET python_enable_replacements = false",
                         "SET lock_configuration = true"):
             self.con.execute(setting)
+
+
+# DuckDB types that polars holds not at all (INTERVAL, UNION, BIGNUM), not whole (a TIMETZ
+# loses its offset), or cannot write as CSV or JSON (BLOB, BIT): a column of one, or of a
+# nested type holding one, is answered as DuckDB's own text of its values.
+AS_TEXT = ("interval", "union", "bignum", "time with time zone", "blob", "bit")
+
+
+def _holds_text_type(t) -> bool:
+    """Whether the DuckDB type ``t`` is one of ``AS_TEXT``, or nests one."""
+    if t.id in AS_TEXT:
+        return True
+    nested = t.children if t.id in ("list", "array", "struct", "map") else []
+    return any(_holds_text_type(c) for _, c in nested if hasattr(c, "id"))   # not an ARRAY size
+
+
+def _as_text(relation: duckdb.DuckDBPyRelation) -> duckdb.DuckDBPyRelation:
+    """``relation`` with its columns of an ``AS_TEXT`` type cast to VARCHAR; by position, since
+    an answer may name two columns alike."""
+    types = relation.types
+    if not any(_holds_text_type(t) for t in types):
+        return relation
+    return relation.project(", ".join(
+        f'#{i}::VARCHAR AS "{name.replace(chr(34), chr(34) * 2)}"'
+        if _holds_text_type(t) else f"#{i}"
+        for i, (name, t) in enumerate(zip(relation.columns, types), start=1)))
+
+
+# The days from 1970-01-01 that polars can show as a date (chrono's range, about 262,000 years
+# either way); beyond them (DuckDB's 'infinity', a far year) formatting a value panics.
+SHOWN_DAYS = (-96_465_292, 95_026_236)
+_PER_DAY = {"ms": 86_400_000, "us": 86_400_000_000, "ns": 86_400_000_000_000}
+
+
+def check_showable(frame: pl.DataFrame) -> None:
+    """A TclError naming the first column with a date or time (anywhere in its values) that
+    no format can show."""
+    for column in frame.columns:
+        for leaf in _temporal_leaves(frame[column]):
+            days = leaf.to_physical().drop_nulls()
+            if isinstance(leaf.dtype, pl.Datetime):
+                days = days // _PER_DAY[leaf.dtype.time_unit]
+            if len(days) and not (SHOWN_DAYS[0] <= days.min() and days.max() <= SHOWN_DAYS[1]):
+                raise TclError(f"query failed: column {column!r} holds a date or time that "
+                               "cannot be shown (an infinite one, or one over 262,000 years "
+                               f"away): select it as text, e.g. {column}::VARCHAR")
+
+
+def _temporal_leaves(series: pl.Series):
+    """The date and datetime values of ``series``, through lists, arrays and structs."""
+    dtype = series.dtype
+    if isinstance(dtype, pl.List):
+        yield from _temporal_leaves(series.explode())
+    elif isinstance(dtype, pl.Array):
+        yield from _temporal_leaves(series.arr.explode())
+    elif isinstance(dtype, pl.Struct):
+        for field in series.struct.unnest().iter_columns():
+            yield from _temporal_leaves(field)
+    elif dtype == pl.Date or isinstance(dtype, pl.Datetime):
+        yield series
 
 
 def check_read_only(sql: str) -> str:
