@@ -45,9 +45,12 @@ def import_tensor_intrin() -> None:
         inspect.stack = original
 
 
-def meta_schedule():
-    """``tvm.s_tir.meta_schedule``, with the tensor intrinsics already registered cheaply."""
-    import_tensor_intrin()
+def meta_schedule(tensor_intrin: bool = True):
+    """``tvm.s_tir.meta_schedule``, with the tensor intrinsics already registered cheaply;
+    ``tensor_intrin=False`` for what needs none (databases, workloads, argument info: an
+    export), which saves their import (5-30 s)."""
+    if tensor_intrin:
+        import_tensor_intrin()
     from tvm.s_tir import meta_schedule as ms
 
     return ms

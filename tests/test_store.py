@@ -211,3 +211,33 @@ def test_the_measuring_rate_counts_the_collectors_records_only(paths):
     RecordStore(paths).append(collected + tuned)
     assert measured_throughput(RecordStore(paths), "cpu-avx2") == pytest.approx(
         n / (2 * (n - 1)))
+
+
+def test_an_estimate_at_the_default_rate_says_it_is_assumed(paths):
+    """Issue 54: the collect dry run estimated at the default rate, without saying so, when the
+    device had fewer records than a rate is measured from."""
+    from datetime import timedelta
+
+    from tcl.measure.collect import (DEFAULT_RECORDS_PER_SEC, MIN_RECORDS_FOR_RATE, Plan,
+                                     throughput)
+    from tcl.store.devices import BUILTIN_DEVICES
+
+    few = rows(n=3)
+    for r in few:
+        r["source"] = "collect"
+    RecordStore(paths).append(few)
+    rate, basis = throughput(RecordStore(paths), "cpu-avx2")
+    assert rate == DEFAULT_RECORDS_PER_SEC
+    assert basis.startswith("assumed: cpu-avx2 has 3 collected records, fewer than the "
+                            f"{MIN_RECORDS_FOR_RATE}")
+    task = pl.DataFrame({"task_id": ["t1"], "op_class": ["dense"], "task_name": ["t1"],
+                         "todo": [6]})
+    plan = Plan(BUILTIN_DEVICES["cpu-avx2"], task, 16, rate, basis)
+    assert f"at {DEFAULT_RECORDS_PER_SEC:.1f} records/s (assumed: " in plan.describe()
+    start = now_utc()
+    more = rows(task="t2", n=MIN_RECORDS_FOR_RATE)
+    for i, r in enumerate(more):
+        r.update(source="collect", measured_at=start + timedelta(seconds=i))
+    RecordStore(paths).append(more)
+    rate, basis = throughput(RecordStore(paths), "cpu-avx2")
+    assert rate != DEFAULT_RECORDS_PER_SEC and basis.startswith("measured from cpu-avx2's")

@@ -546,6 +546,12 @@ def test_the_dry_run_plans_from_the_zoo_and_earlier_runs(tiny, tmp_path):
     assert "no fusion: every operator is its own task" in plan_tuning(
         paths, "tiny", "cpu-avx2", trials=12, fuse=False).describe()
     assert "layout" not in plan.describe()
+    # the scheduler it names is the one the run uses (issue 54: round-robin said "gradient")
+    more = dict(trials=4 * plan.tasks, population=16, generations=1)
+    assert "MetaSchedule's gradient scheduler picks" in plan_tuning(
+        paths, "tiny", "cpu-avx2", scheduler="gradient", **more).describe()
+    robin = plan_tuning(paths, "tiny", "cpu-avx2", scheduler="round-robin", **more).describe()
+    assert "round-robin scheduler takes in turn" in robin and "gradient" not in robin
     # what the user leaves out: tcl's models search 64 x 2, MetaSchedule's own 512 x 4
     assert plan_tuning(paths, "tiny", "cpu-avx2", trials=12).population == TCL_SEARCH[0]
     assert plan_tuning(paths, "tiny", "cpu-avx2", "xgb-online", trials=12).generations == 4

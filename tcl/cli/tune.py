@@ -17,7 +17,8 @@ def cmd_tune(args) -> int:
         print(plan_tuning(_paths(args), args.network, args.device, args.model,
                           trials=args.trials, population=args.population,
                           generations=args.generations, layout=args.layout,
-                          fast_math=args.fast_math, fuse=args.fuse).describe())
+                          fast_math=args.fast_math, fuse=args.fuse,
+                          scheduler=args.scheduler).describe())
         return 0
     if args.out:
         out_path(args.out, "directory")

@@ -85,6 +85,7 @@ class Plan:
     tasks: pl.DataFrame  # task_id, task_name, op_class, workload_json, todo
     programs_per_task: int
     records_per_sec: float
+    rate_basis: str = ""   # where records_per_sec comes from (``throughput``)
 
     @property
     def todo(self) -> int:
@@ -99,7 +100,8 @@ class Plan:
                  f"{json.dumps(self.device.target)}",
                  f"{len(self.tasks)} tasks x up to {self.programs_per_task} programs: "
                  f"{self.todo} to measure, about {self.eta_secs / 60:.1f} min at "
-                 f"{self.records_per_sec:.1f} records/s"]
+                 f"{self.records_per_sec:.1f} records/s"
+                 + (f" ({self.rate_basis})" if self.rate_basis else "")]
         for row in self.tasks.iter_rows(named=True):
             lines.append(f"  {row['task_id']}  {row['op_class']:<14} {row['todo']:>4} to measure  "
                          f"{row['task_name']}")
@@ -118,9 +120,20 @@ def measured_throughput(store: RecordStore, device: str) -> float:
     collector's own records (``records_rate``); ``DEFAULT_RECORDS_PER_SEC`` with too few to
     tell. A tuning run's or an import's records are left out: they are stored all at once,
     so their timestamps say nothing of a rate (a run's 1,400 in a second read as 9 records/s)."""
-    frame = store.read(device, columns=["measured_at", "source"])
-    rate = records_rate(frame.filter(pl.col("source") == "collect")["measured_at"])
-    return DEFAULT_RECORDS_PER_SEC if rate is None else rate
+    return throughput(store, device)[0]
+
+
+def throughput(store: RecordStore, device: str) -> tuple[float, str]:
+    """``measured_throughput`` and where it comes from, in words for an estimate's line: an
+    assumed rate is said to be one (issue 54: a dry run gave the default as if measured)."""
+    collected = store.read(device, columns=["measured_at", "source"]).filter(
+        pl.col("source") == "collect")["measured_at"]
+    rate = records_rate(collected)
+    if rate is None:
+        return DEFAULT_RECORDS_PER_SEC, (
+            f"assumed: {device} has {len(collected)} collected records, fewer than the "
+            f"{MIN_RECORDS_FOR_RATE} a rate is measured from; the first batch will tell")
+    return rate, f"measured from {device}'s {len(collected)} collected records"
 
 
 def records_rate(times: pl.Series) -> float | None:
@@ -207,7 +220,7 @@ def plan(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task: i
         exhausted = len(cands) and int(cands["requested"].max()) >= programs_per_task
         todo.append((len(cands) if exhausted else programs_per_task) - measured)
     frame = tasks.with_columns(pl.Series("todo", todo, dtype=pl.Int64))
-    return Plan(device, frame, programs_per_task, measured_throughput(store, device.name))
+    return Plan(device, frame, programs_per_task, *throughput(store, device.name))
 
 
 @dataclass

@@ -257,10 +257,10 @@ class Exported:
 
 def _existing_records(out_dir: Path) -> set[tuple[str, str]]:
     """(task_id, canonical trace) of every record already in the JSONDatabase at ``out_dir``."""
-    ms = meta_schedule()
     wl_path, rec_path = out_dir / WORKLOAD_FILE, out_dir / RECORD_FILE
     if not rec_path.exists():
         return set()
+    ms = meta_schedule(tensor_intrin=False)
     tasks = {}
     for index, (n, line) in enumerate(_read_lines(wl_path) if wl_path.exists() else []):
         try:
@@ -327,12 +327,17 @@ def export_database(paths: Paths, device: Device, out_dir: str | Path,
     cat = Catalog(paths, in_memory=True)
     where = "" if task_ids is None else "AND r.task_id IN (SELECT unnest($tids))"
     frame = cat.con.sql(
-        f"SELECT r.task_id, r.trace_json, r.latencies, r.host_cpu, t.workload_json, t.task_name, "
-        f"t.op_class FROM records r "
-        f"JOIN (SELECT DISTINCT ON (task_id) * FROM tasks) t USING (task_id) "
-        f"WHERE r.device = $dev AND r.status = 'ok' {where} ORDER BY r.task_id, r.record_id",
+        f"SELECT r.task_id, r.trace_json, r.latencies, r.host_cpu FROM records r "
+        f"WHERE r.device = $dev AND r.status = 'ok' {where} "
+        f"AND r.task_id IN (SELECT task_id FROM tasks) ORDER BY r.task_id, r.record_id",
         params={"dev": device.name, **({"tids": task_ids} if task_ids else {})}).pl()
+    # each task's workload once, not once per record (a workload is kilobytes of JSON)
+    workloads = cat.con.sql(
+        "SELECT DISTINCT ON (task_id) task_id, workload_json, task_name, op_class FROM tasks "
+        "WHERE task_id IN (SELECT unnest($tids))",
+        params={"tids": frame["task_id"].unique().to_list()}).pl()
     cat.close()
+    workload_of = dict(zip(workloads["task_id"], workloads["workload_json"]))
     out_dir.mkdir(parents=True, exist_ok=True)
     done = Exported()
     wl_file, rec_file = out_dir / WORKLOAD_FILE, out_dir / RECORD_FILE
@@ -345,8 +350,8 @@ def export_database(paths: Paths, device: Device, out_dir: str | Path,
                    if (tid, t) not in have]
             done.present += len(group) - len(new)
             if new:
-                todo.append((group["workload_json"][0], new))
-        manifest = _manifest(paths, device, frame)
+                todo.append((workload_of[tid], new))
+        manifest = _manifest(paths, device, frame, workloads)
         if not todo and wl_file.exists() and rec_file.exists():
             write_json(out_dir / MANIFEST_FILE, manifest, "export manifest")
             return done
@@ -364,9 +369,10 @@ def export_database(paths: Paths, device: Device, out_dir: str | Path,
             with Progress(f"export {device.name}", sum(len(n) for _, n in todo),
                           unit="records") as lines, open(rec_tmp, "a", encoding="utf-8") as out:
                 for (index, target, args), (_, new) in zip(heads, todo):
-                    for trace_json, secs in new:
-                        out.write(json.dumps([index, [json.loads(trace_json), list(secs),
-                                                      target, args]]) + "\n")
+                    # the stored trace is already compact JSON (tcl.store.traces): spliced in
+                    head, tail = f"[{index},[", f",{json.dumps(target)},{json.dumps(args)}]]\n"
+                    out.writelines(f"{head}{trace_json},{json.dumps(list(secs))}{tail}"
+                                   for trace_json, secs in new)
                     lines.advance(len(new))
                     done.written += len(new)
             expect[rec_file] += done.written
@@ -392,7 +398,7 @@ def _record_heads(wl_tmp: Path, device: Device, workloads: list[str], expect: di
     import tvm
     from tvm import s_tir
 
-    ms = meta_schedule()
+    ms = meta_schedule(tensor_intrin=False)
     with tempfile.TemporaryDirectory(prefix="tcl-export-") as scratch:
         probe_file = Path(scratch) / RECORD_FILE
         db = ms.database.JSONDatabase(path_workload=str(wl_tmp),
@@ -414,7 +420,8 @@ def _record_heads(wl_tmp: Path, device: Device, workloads: list[str], expect: di
     return [(index, target, args) for index, (_trace, _secs, target, args) in probes]
 
 
-def _manifest(paths: Paths, device: Device, frame: pl.DataFrame) -> dict:
+def _manifest(paths: Paths, device: Device, frame: pl.DataFrame,
+              workloads: pl.DataFrame) -> dict:
     """What an exported database holds, for a reader without tcl: the device (target, the
     hosts that measured it), and per task its name, operator class, records and the networks
     that run it with their weights (how often a network runs the task)."""
@@ -423,13 +430,15 @@ def _manifest(paths: Paths, device: Device, frame: pl.DataFrame) -> dict:
     from ..zoo.extract import load_networks
 
     nets = load_networks(paths)
+    runs = {tid: list(zip(g["network_key"], g["weight"].cast(pl.Float64)))
+            for (tid,), g in nets.group_by(["task_id"])}
+    names = {r["task_id"]: r for r in workloads.select("task_id", "task_name", "op_class")
+             .iter_rows(named=True)}
     tasks = []
-    for (tid,), group in frame.group_by(["task_id"], maintain_order=True):
-        runs = nets.filter(pl.col("task_id") == tid)
-        tasks.append({"task_id": tid, "task_name": group["task_name"][0],
-                      "op_class": group["op_class"][0], "records": len(group),
-                      "networks": [{"network": n, "weight": w} for n, w in
-                                   zip(runs["network_key"], runs["weight"].cast(pl.Float64))]})
+    for tid, n in frame.group_by(["task_id"], maintain_order=True).len().iter_rows():
+        tasks.append({"task_id": tid, "task_name": names[tid]["task_name"],
+                      "op_class": names[tid]["op_class"], "records": n,
+                      "networks": [{"network": k, "weight": w} for k, w in runs.get(tid, [])]})
     return {"device": device.name, "target": device.target,
             "hosts": sorted(set(frame["host_cpu"])), "tvm_version": tvm.__version__,
             "exported_at": now_utc().isoformat(timespec="seconds"), "records": len(frame),

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 
 from ..config import Paths, TclError
-from ..measure.collect import DEFAULT_RECORDS_PER_SEC, measured_throughput
+from ..measure.collect import throughput
 from ..registry import check_model_spec
 from ..store.devices import Device, DeviceRegistry, check_runnable
 from ..store.records import RecordStore
@@ -129,6 +129,7 @@ class TuningPlan:
     layout: str = "nchw"          # tcl.tune.layout
     fast_math: bool = False
     fuse: bool = True
+    scheduler: str = "auto"       # SCHEDULERS
 
     @property
     def rounds(self) -> int:
@@ -154,12 +155,15 @@ class TuningPlan:
 
     def describe(self) -> str:
         later = self.trials - self.tasks * self.per_iter
+        picks = ("MetaSchedule's gradient scheduler picks"
+                 if task_scheduler(self.scheduler, self.trials, self.tasks, self.per_iter)
+                 == "gradient" else "the round-robin scheduler takes in turn")
         return "\n".join([
             f"tune {self.network} on {self.device} with {self.model}: {self.trials} trials over "
             f"{self.tasks} tasks",
             f"trials per task: {self.per_iter} each in the first round ({self.tasks} x "
             f"{self.per_iter} = {self.tasks * self.per_iter}), then {max(0, later)} more in rounds "
-            f"of {self.per_iter} to the tasks MetaSchedule's gradient scheduler picks "
+            f"of {self.per_iter} to the tasks {picks} "
             f"({self.trials / self.tasks:.1f} a task on average)",
             f"estimated time: about {self.eta_s:.0f} s of tuning = {self.measure_s:.0f} s building "
             f"and running ({self.trials} trials at {self.records_per_s:.2f} records/s, "
@@ -209,7 +213,8 @@ def earlier_runs(paths: Paths, device: str) -> list[dict]:
 def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "latest", *,
                 trials: int = 1000, population: int | None = None,
                 generations: int | None = None, layout: str = "nchw",
-                fast_math: bool = False, fuse: bool = True) -> TuningPlan:
+                fast_math: bool = False, fuse: bool = True,
+                scheduler: str = "auto") -> TuningPlan:
     """``tcl tune --dry-run``: the tasks (the zoo's extraction of the network), trials per task
     and an estimated time, without tuning, loading a model or writing anything. Refused where
     the run refuses the device (``tunable_device``) or a model spec that names no model
@@ -237,10 +242,7 @@ def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "late
         rate = statistics.median(rates)
         rate_basis = f"median of {len(rates)} earlier tuning run(s) on {device.name}"
     else:
-        rate = measured_throughput(RecordStore(paths), device.name)
-        rate_basis = (f"measured from {device.name}'s collections"
-                      if rate != DEFAULT_RECORDS_PER_SEC
-                      else "assumed: too few records on this device to measure")
+        rate, rate_basis = throughput(RecordStore(paths), device.name)
     # The search's own overhead per scored candidate, from the same runs
     per_scored = []
     for got in runs:
@@ -262,4 +264,4 @@ def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "late
                       per_iter, population, generations, rate,
                       rate_basis, search, basis,
                       expected.describe(trials / tasks) if expected else None, layout,
-                      fast_math, fuse)
+                      fast_math, fuse, scheduler)
