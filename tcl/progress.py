@@ -122,3 +122,22 @@ class Progress:
             self._thread.join()
         if exc[0] is None and self.clock() - self.start >= self.every_s:
             self.report(self.line().replace(" so far", " in all"))
+
+
+REPLAN_TOLERANCE = 0.25   # an estimate off by more than this is said to be, with a new one
+
+
+def replan(what: str, unit: str, planned_rate: float, observed_rate: float,
+           left: int) -> str | None:
+    """After the first batch: a line with a new estimate from the observed rate when it differs
+    from the plan's by more than ``REPLAN_TOLERANCE`` (a host under load, a slower chip than the
+    plan went by); None when the plan holds."""
+    if planned_rate <= 0 or observed_rate <= 0:
+        return None
+    ratio = observed_rate / planned_rate
+    if abs(ratio - 1) <= REPLAN_TOLERANCE:
+        return None
+    how = f"{1 / ratio:.1f}x slower" if ratio < 1 else f"{ratio:.1f}x faster"
+    return (f"{what}: the first batch ran at {observed_rate:.3g} {unit}/s, {how} than the plan's "
+            f"{planned_rate:.3g}; re-estimated: the {left} {unit} left take about "
+            f"{_duration(left / observed_rate)}")

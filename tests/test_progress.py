@@ -87,3 +87,18 @@ def test_work_deep_inside_counts_through_step():
         clock.now += EVERY_S
         outer.tick()
     assert outer.done == 3 and lines[0].startswith("distill zen4-1c: 3 of 100 epochs done")
+
+
+def test_an_estimate_off_by_more_than_a_quarter_is_said_with_a_new_one():
+    """Estimates follow reality (issue 53, point 5): after the first batch, a rate more than
+    25% off the plan's is said, with the time the rest takes at the observed rate."""
+    from tcl.progress import REPLAN_TOLERANCE, replan
+
+    assert REPLAN_TOLERANCE == 0.25
+    assert replan("measure x", "records", 1.0, 1.2, 100) is None       # within the plan
+    assert replan("measure x", "records", 1.0, 0.8, 100) is None
+    slow = replan("measure x", "records", 1.0, 0.5, 300)
+    assert slow == ("measure x: the first batch ran at 0.5 records/s, 2.0x slower than the "
+                    "plan's 1; re-estimated: the 300 records left take about 10.0 min")
+    fast = replan("measure x", "records", 1.0, 2.0, 60)
+    assert "2.0x faster" in fast and "about 30 s" in fast

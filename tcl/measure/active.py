@@ -251,7 +251,8 @@ class ActiveRun:
         got = collect(self.paths, device, part, self.pool_per_task, seed=self.selection.seed,
                       batch_size=self.batch_size, progress=self.progress, program_ids=ids,
                       builder=builder, report=self.report,
-                      what=f"measure {device.name} round {r} (selection)")
+                      what=f"measure {device.name} round {r} (selection)",
+                      planned_rate=self.plan.records_per_sec)
         self.stats.rounds.append({"round": r, "selected": len(ids), "measured": got.measured,
                                   "errors": got.errors})
         _add(self.stats.collect, got)

@@ -32,6 +32,7 @@ from typing import Callable, Iterator
 import polars as pl
 
 from ..config import Paths, TclError
+from ..progress import replan
 from ..sampling import (MAX_PROGRAMS_PER_TASK, apply_trace, ensure_candidates, load_candidates,
                         sample_programs)
 from ..store.devices import Device, check_runnable
@@ -502,11 +503,13 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
             on_batch: Callable[[CollectStats], None] | None = None,
             program_ids: set[str] | None = None, report: Callable[[str], None] | None = None,
             what: str = "", every_s: float | None = None,
-            pipelined: bool = False) -> CollectStats:
+            pipelined: bool = False, planned_rate: float | None = None) -> CollectStats:
     """Measure up to ``programs_per_task`` candidates of each task on ``device``; resumable.
     ``program_ids``: only these of the candidates (what a sampler selected). ``report``: gets
     a progress line (``what``: measured of the total, rate, ETA) every ``every_s`` seconds
-    (default ``PROGRESS_EVERY_S``) while anything is measured.
+    (default ``PROGRESS_EVERY_S``) while anything is measured. After the first batch, a rate
+    more than 25% off the plan's (``planned_rate``, default the device's measured throughput)
+    is said, with a new estimate (``tcl.progress.replan``).
 
     A batch spans tasks: LocalBuilder starts a fresh worker pool per batch, so small tasks
     share one start. ``builder`` is any MetaSchedule Builder (default: LocalBuilder with
@@ -526,6 +529,7 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
     stats = CollectStats()
     t_start = time.perf_counter()
     runner = None  # started on the first batch: a run with nothing new starts no pools
+    replanned = False
     bar = tqdm(total=the_plan.todo, unit="prog", disable=not progress, file=sys.stderr,
                desc=f"collect {device.name}")
     guard = StopGuard()
@@ -579,6 +583,14 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
                     rows = shielded(_run_batch, device, built, runner, stats)
                     rows, failure = _keep(rows, device, guard)
                     _store(store, rows, stats, locks, batch)
+                    if not replanned and stats.measured:
+                        replanned = True
+                        line = replan(what or f"measure {device.name}", "records",
+                                      planned_rate or the_plan.records_per_sec,
+                                      stats.measured / (time.perf_counter() - t_start),
+                                      the_plan.todo - stats.measured)
+                        if line:
+                            (report or say)(line)
                     bar.update(len(rows))
                     bar.set_postfix(errors=stats.errors)
                     if on_batch:
