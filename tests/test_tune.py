@@ -753,6 +753,42 @@ def test_an_out_directory_that_is_not_this_devices_run_is_refused_untouched(
         == ["mine"]
 
 
+@pytest.mark.parametrize("kind", ["foo", "rocm", "cuda"])
+def test_a_run_whose_database_holds_another_target_kinds_records_is_refused_untouched(
+        tiny, tmp_path, capsys, monkeypatch, kind):
+    """Issue 54: resuming a run (`tcl tune --out DIR`, its run file this run's) whose database
+    holds records of another target kind ended in an internal error (a kind this TVM lacks),
+    waited minutes for a GPU (rocm), or passed them over without a word (cuda). One line names
+    the record and the kinds; nothing is tuned, moved or imported."""
+    import hashlib
+
+    import tcl.tune
+    from tcl.cli import main
+
+    paths, inst, _ = tiny
+    run = tmp_path / "run"
+    _user_database(run / "database")   # one record, made for llvm: now for another kind
+    records = run / "database" / "database_tuning_record.json"
+    line = json.loads(records.read_text())
+    line[1][2] = {"kind": kind}
+    records.write_text(json.dumps(line) + "\n")
+    (run / "run.json").write_text(json.dumps(
+        {"network": inst.key, "device": "cpu-avx2", "model": "random", "update": "none",
+         "seed": 0, "trials": 8, "population": 512, "generations": 4,
+         "scheduler": "gradient"}))
+    files = lambda: {str(p): hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
+                     for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    before = files()
+    monkeypatch.setattr(tcl.tune.run, "network_module", lambda *a: 1 / 0)   # never tunes
+    code = main(["--data", str(paths.root), "tune", "--network", "tiny", "--device",
+                 "cpu-avx2", "--model", "random", "--trials", "8", "--out", str(run)])
+    lines = capsys.readouterr().err.splitlines()
+    assert code == 2 and len(lines) == 1, lines
+    assert f"{records}:1 is a record for target kind {kind!r}, not cpu-avx2's 'llvm'" in \
+        lines[0], lines[0]
+    assert files() == before
+
+
 # (a worker's command line, a library it loads while it starts: its imports are under way)
 @pytest.mark.parametrize("worker, loading", [("multiprocessing.spawn", "_polars_runtime"),
                                              ("tvm.exec.popen_worker", "libtvm")])

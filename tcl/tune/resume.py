@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import Paths, TclError
+from ..config import Paths, TclError, read_text
 from ..dataset import tune_source
-from ..measure.msjson import import_database
+from ..measure.msjson import RECORD_FILE, import_database
 from ..tvm_compat import meta_schedule
 
 RUN_FILE = "run.json"        # a run's parameters, written before it tunes: what a resume matches
@@ -69,6 +69,25 @@ def resume_state(out: Path, tasks) -> ResumeState:
     return state
 
 
+def check_target_kind(records: Path, device) -> None:
+    """Refuse a run's tuning records (``records``) made for another target kind than
+    ``device``'s, before TVM reads them: resumed, MetaSchedule took them as this run's (a kind
+    this TVM lacks ended in an internal error, rocm's waited minutes for a GPU, cuda's were
+    passed over without a word). A line that is not JSON is left to the reader, as before."""
+    if not records.is_file():
+        return
+    want = device.target.get("kind")
+    for n, line in enumerate(read_text(records, "tuning record file").splitlines(), 1):
+        try:
+            kind = json.loads(line)[1][2]["kind"]
+        except (ValueError, LookupError, TypeError):
+            continue
+        if kind != want:
+            raise TclError(f"{records}:{n} is a record for target kind {kind!r}, not "
+                           f"{device.name}'s {want!r}: not this run's database (choose another "
+                           "--out, or empty it)")
+
+
 def prepare_out(paths: Paths, out: Path, device, run: dict, set_aside: bool) -> bool:
     """Whether the run resumes one interrupted in ``out``. A finished run there is refused. An
     interrupted one (no ``summary.json``) of the same parameters (``RUN_FILE``: network, device,
@@ -94,11 +113,13 @@ def prepare_out(paths: Paths, out: Path, device, run: dict, set_aside: bool) -> 
                        "naming a run's parameters), so it is neither resumed nor imported: "
                        "choose another --out, or empty it")
     if recorded == run:
+        check_target_kind(out / "database" / RECORD_FILE, device)
         return True
     if recorded["device"] != run["device"]:
         raise TclError(f"{out} holds an interrupted tcl tune run for device "
                        f"{recorded['device']!r}, not {run['device']!r}: its measurements are "
                        "not this device's; choose another --out, or empty it")
+    check_target_kind(out / "database" / RECORD_FILE, device)
     if not set_aside:
         differ = ", ".join(f"{k} {recorded.get(k)} there, {run.get(k)} here"
                            for k in list(run) + [k for k in recorded if k not in run]
