@@ -54,17 +54,26 @@ def split_tasks(task_ids: Sequence[str], valid_fraction: float, seed: int
     return [t for t in tasks if t not in valid], sorted(valid)
 
 
-# The code that decides a fit given its data and knobs: a change to it makes every model again.
-# (Features have their own version, tcl.features.FEATURES_VERSION, inside the key.)
-_FIT_CODE = ("models", "train.py", "dataset.py", "metrics.py")
+# The code that decides a fit given its data and knobs: the model kinds, the program sets and
+# labels, and this module's fitting functions (``_FIT_FUNCTIONS``; not the orchestration around
+# them: progress, reuse, staging). A change to it makes every model again. (Features have their
+# own version, tcl.features.FEATURES_VERSION, inside the key.)
+_FIT_CODE = ("models", "dataset.py", "metrics.py")
+_FIT_FUNCTIONS = ("split_tasks", "_training_tasks", "train_model")
 
 
 def _code_digest() -> str:
+    import inspect
+    import sys
+
     root = Path(__file__).resolve().parent
     digest = hashlib.sha256()
     for part in _FIT_CODE:
         for f in sorted((root / part).rglob("*.py")) if (root / part).is_dir() else [root / part]:
             digest.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
+    here = sys.modules[__name__]
+    for name in _FIT_FUNCTIONS:
+        digest.update(inspect.getsource(getattr(here, name)).encode())
     return digest.hexdigest()
 
 
@@ -162,7 +171,8 @@ def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | Non
                task_ids: Iterable[str] | None = None, workers: int | None = None,
                sources: Sequence[str] | None = None,
                report: Callable[[str], None] | None = None,
-               say: Callable[[str], None] = stderr_line) -> dict[tuple[str, str], list[Path]]:
+               say: Callable[[str], None] = stderr_line,
+               reused: set[tuple[str, str]] | None = None) -> dict[tuple[str, str], list[Path]]:
     """``train_seeds`` for each (device, kind, hyper) of ``runs``, all fits in one pool of up to
     ``workers`` single-threaded processes (default: the usable CPUs), in the order of ``runs``
     then seeds: put the slowest kind first, so that the short fits fill the cores at the end.
@@ -171,7 +181,8 @@ def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | Non
     files, the first seed's first. ``sources``: as ``train_model``'s. ``report`` gets a progress
     line (fits done of all, rate, ETA) every ``tcl.progress.EVERY_S`` seconds (default: stderr).
     A (device, kind) whose models are the fits asked for (``fit_key``: same records, knobs,
-    features and code) is not fitted again; ``say`` gets a line naming it."""
+    features and code) is not fitted again; ``say`` gets a line naming it, ``reused`` (if given)
+    the pair."""
     import concurrent.futures as cf
     import multiprocessing
     import os
@@ -191,6 +202,8 @@ def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | Non
                 for seed in seeds]
         if _current(paths, device, kind, keys):
             del stage[(device, kind)]
+            if reused is not None:
+                reused.add((device, kind))
             say(f"train {device} {kind}: {len(keys)} model(s) reused, their inputs unchanged "
                 "(records, knobs, features version, fitting code)")
             continue

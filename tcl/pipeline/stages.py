@@ -146,10 +146,13 @@ def run_train_all(params: Params) -> dict[tuple[str, str], Path]:
 
 
 def _train(params: Params, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], Path]:
+    reused: set[tuple[str, str]] = set()
     files = train_many(params.paths, [(d, k, params.train.hyper_of(k)) for d, k in pairs],
                        seeds=params.train.seed_list, valid_fraction=params.train.valid_fraction,
-                       sources=params.train.sources)
+                       sources=params.train.sources, say=_say, reused=reused)
     for device, kind in pairs:
+        if (device, kind) in reused:
+            continue   # its training facts are an earlier run's
         for i in range(len(files[(device, kind)])):
             info = json.loads(params.paths.train_info_file(device, kind, i).read_text())
             _say(f"train {device} {kind}: " + ", ".join(f"{k} {v}" for k, v in info.items()
