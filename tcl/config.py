@@ -137,7 +137,18 @@ def data_root(text: str, what: str) -> Path:
     if not text.strip():
         raise TclError(f"{what} is set but empty; name the data root directory (without "
                        f"{what}, the data root is ./data)")
-    return Path(text).resolve()
+    return resolved(Path(text), what)
+
+
+def resolved(path: Path, what: str) -> Path:
+    """``path`` (given as ``what``) made absolute, links followed; a path no file system takes
+    is a TclError naming it: a NUL byte (the OS ends a path there), or links that loop."""
+    if "\0" in str(path):
+        raise TclError(f"{what} {str(path)!r}: a path holds no NUL byte")
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as e:   # Python < 3.13 raises RuntimeError for a loop
+        raise TclError(f"{what} {path}: cannot follow its links ({e})") from None
 
 
 def check_writable(root: Path) -> Path:

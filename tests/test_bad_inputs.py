@@ -146,6 +146,17 @@ def setup_corrupt_features(tmp_path):   # records and task of t1, its cached fea
     paths.features_version_file.write_text(json.dumps(features_version()))
 
 
+def setup_not_python(tmp_path):     # a network's factory in a file that is not Python
+    f = tmp_path / "net.txt"
+    f.write_text("def build():\n    pass\n")
+    return f"{f}:build"
+
+
+def setup_symlink_loop(tmp_path):   # a data root that is a link to itself
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    return str(tmp_path / "loop")
+
+
 def setup_negative_weights(tmp_path):
     f = tmp_path / "weights.csv"
     f.write_text("network,task_id,weight\nnet,t1,1\nnet,t2,-5\n")
@@ -332,6 +343,15 @@ CASES = [
     # a corrupt record file: named, skipped, the query still answers
     (["query", "select count(*) n from records"], "skipped unusable record file",
      setup_corrupt_record, 0),
+    # internal errors that were (issue 54): each one line, exit 2
+    (["zoo", "add", "x", "--model", F, "--input", "1x3x8x8"], "net.txt is not a .py file",
+     setup_not_python),
+    (["params", "--params", P], "a path holds no NUL byte",
+     lambda raw: raw.update(data=raw["data"] + "\0x")),
+    (["--data", F, "status"], "--data", setup_symlink_loop),
+    (["--data", F, "query", "select 1"], "--data", setup_symlink_loop),
+    (["device", "add", "x", "--target", "[" * 5000 + "]" * 5000, "--no-run"],
+     "not JSON (nested too deeply"),
 ]
 
 

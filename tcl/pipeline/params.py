@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from ..budget import check_budget
-from ..config import MAX_SEED, Paths, TclError, read_text
+from ..config import MAX_SEED, Paths, TclError, read_text, resolved
 from ..continual import BACKBONES, DISTILLERS
 from ..zoo import DEFAULT_FACTORY_TIMEOUT_S, FACTORY_TIMEOUT_RANGE
 
@@ -140,7 +140,8 @@ class Params:
 def data_paths(source: Path, data: str) -> Paths:
     """The data root ``data``, relative to the params file's directory unless absolute."""
     root = Path(data)
-    return Paths((root if root.is_absolute() else source.resolve().parent / root).resolve())
+    return Paths(resolved(root if root.is_absolute() else source.resolve().parent / root,
+                          "data root"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,7 +244,10 @@ def parse_params(raw: Any, source: Path, check_models: bool = True) -> Params:
     if not isinstance(top["data"], str) or not top["data"].strip():
         raise r.fail("data", f"expected the data root as a path, got {_show(top['data'])}")
     data = top["data"]
-    root = data_paths(source, data).root
+    try:
+        root = data_paths(source, data).root
+    except TclError as e:
+        raise r.fail("data", str(e)) from None
     if root.exists() and not root.is_dir():
         raise r.fail("data", f"{root} is a file; the data root is a directory")
     registry = DeviceRegistry(data_paths(source, data))
@@ -503,6 +507,7 @@ def check_model_params(params: Params, reader: _Reader | None = None) -> None:
 def load_params(path: str | Path = DEFAULT_FILE, check_models: bool = True) -> Params:
     """Read and validate a params file (see the module docstring); nothing else is done."""
     path = Path(path)
+    resolved(path, "params file")   # a NUL byte, links that loop: named
     if not path.exists():
         raise TclError(f"params file {path} does not exist (copy the project's params.yaml)")
     if path.is_file() and path.stat().st_size > MAX_FILE_BYTES:

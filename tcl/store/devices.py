@@ -260,6 +260,17 @@ def host_identity(cpuinfo: tuple[str, frozenset[str], dict[str, str]] | None = N
     return f"{name} ({what}; {isa})"
 
 
+def parse_target(text: str) -> Any:
+    """A target given as JSON text (``--target``); text that is not JSON, or nests deeper than
+    the parser goes (5,000 lists), is a TclError quoting its start."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as e:
+        why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        shown = repr(text) if len(text) <= 80 else repr(text[:80]) + "..."
+        raise TclError(f"invalid target {shown}: not JSON ({why})") from None
+
+
 def make_target(target: dict[str, Any]):
     """A ``tvm.target.Target`` from its dict form, or a TclError saying why TVM refused it."""
     import tvm
@@ -318,10 +329,7 @@ class DeviceRegistry:
         ``tcl device add``): what it raises leaves the registry as it was. ``dry_run``: every
         check, and the device it would register, but nothing written."""
         if isinstance(target, str):
-            try:
-                target = json.loads(target)
-            except ValueError as e:
-                raise TclError(f"invalid target {target!r}: not JSON ({e})") from None
+            target = parse_target(target)
         # its name is checked first (Device's edge), before TVM is asked about the target
         device = Device(name, target, measure or MeasureSettings(), rpc_key, tracker)
         if name in BUILTIN_DEVICES:
@@ -371,8 +379,8 @@ class DeviceRegistry:
         if old is None:
             return False
         try:
-            target = json.loads(target) if isinstance(target, str) else target
-        except ValueError:
+            target = parse_target(target) if isinstance(target, str) else target
+        except TclError:
             return False
         return old.definition() == {"target": target,
                                     "measure": asdict(measure or MeasureSettings()),

@@ -75,6 +75,9 @@ def load_factory(ref: str) -> Callable:
         path = Path(module_name)
         if not path.is_file():
             raise TclError(f"--model {ref!r}: no file {path}")
+        if path.suffix != ".py":   # Python finds no loader for it (spec None)
+            raise TclError(f"--model {ref!r}: {path} is not a .py file; MODULE is a module name "
+                           "or a path to a .py file")
         spec = importlib.util.spec_from_file_location(f"tcl_user_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
         _exec(lambda: spec.loader.exec_module(module), ref)
