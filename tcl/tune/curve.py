@@ -5,24 +5,27 @@ search measures (and shows a progress line); ``write_curve`` writes ``curve.csv`
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from ..progress import Progress as Lines
+from ..progress import Progress as Lines, replan
 from ..tvm_compat import meta_schedule
 from .resume import ResumeState
 from .result import TuneResult
 
 
 def progress_callback(total: int, weights: dict[int, float], show: bool,
-                      tuned: list[int], before: ResumeState, curve_file: Path):
+                      tuned: list[int], before: ResumeState, curve_file: Path,
+                      planned_rate: float | None = None):
     """A MetaSchedule measure callback: the tasks' best latencies as trials come in (the curve,
     each point also appended to ``curve_file`` so that a resumed run continues it) and a
     progress line with trials, the estimated network latency and the ETA. ``tuned`` maps the
     scheduler's task ids to the network's (a resumed run tunes a subset); ``before``: what the
-    interrupted run had measured."""
+    interrupted run had measured. ``planned_rate``: trials per second the dry run's estimate
+    assumes; the first results more than 25% off it are said, with a new estimate."""
     from tqdm import tqdm
 
     ms = meta_schedule()
@@ -69,6 +72,12 @@ def progress_callback(total: int, weights: dict[int, float], show: bool,
                                "estimate_ms": estimate})
             with curve_file.open("a") as f:
                 f.write(json.dumps(self.curve[-1]) + "\n")
+            if planned_rate and len(self.curve) == len(before.curve) + 1:   # the first batch
+                line = replan("tune", "trials", planned_rate,
+                              (n - before.measured) / max(elapsed - before.wall_s, 1e-9),
+                              total - n)
+                if line:
+                    self.bar.write(line, file=sys.stderr)
             self.bar.update(len(measure_candidates))
             if self.lines is not None:
                 self.lines.advance(len(measure_candidates))

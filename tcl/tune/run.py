@@ -42,8 +42,8 @@ from ..tvm_compat import meta_schedule
 from .curve import progress_callback, write_curve
 from .layout import (check_layout, compile_network, describe, network_module, run_suffix,
                      tunable_tasks)
-from .plan import (ONLINE, SCHEDULERS, resolve_instance, task_scheduler, trials_per_iter,
-                   tunable_device, tuning_defaults)
+from .plan import (ONLINE, SCHEDULERS, plan_tuning, resolve_instance, task_scheduler,
+                   trials_per_iter, tunable_device, tuning_defaults)
 from .result import TuneResult
 from .resume import CURVE_FILE, RUN_FILE, ResumeState, prepare_out, resume_state
 from .timing import time_compiled, time_split
@@ -161,7 +161,15 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     scored = ScoredCostModel(cm if not isinstance(cm, str) else ms.cost_model.CostModel.create(
         cm, num_tuning_cores=ms.utils.cpu_count(logical=False), tree_method="auto"))
     weights = {i: float(t.weight) for i, t in enumerate(tasks)}
-    callback = progress_callback(trials, weights, progress, todo, before, out / CURVE_FILE)
+    try:   # the dry run's estimate, for the first results to be held against
+        plan = plan_tuning(paths, network, device_name, model, trials=trials,
+                           population=population, generations=generations, layout=layout,
+                           fast_math=fast_math, fuse=fuse, scheduler=scheduler)
+        planned = plan.trials / plan.eta_s if plan.eta_s > 0 else None
+    except TclError:   # a plan the zoo's tables cannot make (the run's own tasks differ)
+        planned = None
+    callback = progress_callback(trials, weights, progress, todo, before, out / CURVE_FILE,
+                                 planned_rate=planned)
     (out / "database").mkdir(exist_ok=True)
     database = ms.database.JSONDatabase(work_dir=str(out / "database"))
     _reset_meta_schedule_logging()
