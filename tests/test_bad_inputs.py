@@ -352,6 +352,12 @@ CASES = [
     (["--data", F, "query", "select 1"], "--data", setup_symlink_loop),
     (["device", "add", "x", "--target", "[" * 5000 + "]" * 5000, "--no-run"],
      "not JSON (nested too deeply"),
+    # the commands no case above reached (test_every_command_has_a_case)
+    (["models", "convert", "/nonexistent.model"], "model file /nonexistent.model does not exist"),
+    (["serve", "--params", "/nonexistent.yaml"], "params file /nonexistent.yaml does not exist"),
+    (["evaluate", "--params", "/nonexistent.yaml"], "params file /nonexistent.yaml does not exist"),
+    (["distill", "--device", "cpu-avx2", "--params", "/nonexistent.yaml"],
+     "params file /nonexistent.yaml does not exist"),
 ]
 
 
@@ -391,8 +397,32 @@ def test_bad_input_gets_one_line_naming_the_problem(tmp_path, capsys, case):
     assert expected in lines[0], lines[0]
 
 
-def test_the_table_is_large_enough():
-    assert len(CASES) >= 40
+def _commands(parser, prefix=()):
+    """Every command path of the CLI: ("collect",), ("models", "convert"), ..."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield prefix + (name,)
+                yield from _commands(sub, prefix + (name,))
+
+
+def test_every_command_has_a_case():
+    """The table reaches every command tcl has (a new command without a bad-input case fails
+    here), not merely some number of rows."""
+    from tcl.cli import build_parser
+
+    commands = list(_commands(build_parser()))
+    leaves = [c for c in commands if not any(d[:len(c)] == c != d for d in commands)]
+
+    def words(argv):   # the command words of a case: no options, no --data's value
+        return tuple(w for i, w in enumerate(argv)
+                     if not w.startswith("-") and not (i and argv[i - 1] == "--data"))
+
+    cased = [words(argv) for argv, *_ in CASES]
+    missing = [" ".join(c) for c in leaves if not any(w[:len(c)] == c for w in cased)]
+    assert not missing, f"commands with no bad-input case: {missing}"
 
 
 def test_an_unreachable_tracker_is_retried_and_registers_nothing(tmp_path, capsys):
