@@ -181,10 +181,13 @@ def test_a_collection_reports_progress_while_it_measures(first_model):
                     selected_tasks(params), 4, batch_size=4, progress=False,
                     report=lines.append, what="measure watched", every_s=0.2)
     assert stats.measured == 8 and lines, lines
+    # at most one re-estimate, after the first batch, when its rate is 25% off the plan's
+    replans = [line for line in lines if "the first batch ran at" in line]
+    assert len(replans) <= 1 and all(line.startswith("measure watched: ") for line in replans)
     assert all(re.match(r"measure watched: \d+ of 8 programs measured, [\d.]+ records/s, "
                         r"ETA (\d+ s|after the first results) \(\d+ s so far"
                         r"(; a batch is (building|running))?\)$", line)
-               for line in lines), lines
+               for line in lines if line not in replans), lines
 
 
 def test_the_add_device_flow_runs_each_step_as_a_prefect_task(first_model):

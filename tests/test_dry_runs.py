@@ -38,7 +38,7 @@ DRY_RUNS = [
       "--population", "64", "--generations", "1", "--dry-run"], 0,
      "352 trials over 22 tasks\ntrials per task: 16 each in the first round"),
     (["tune", "--network", "resnet18", "--device", "cpu-avx2", "--dry-run"], 0,
-     "records/s, measured from cpu-avx2's collections"),
+     "records/s, measured from cpu-avx2's "),
     (["tune", "--network", "resnet18", "--device", "cpu-avx2", "--trials", "8", "--dry-run"], 2,
      "fewer than the 22 tasks"),
 ]
