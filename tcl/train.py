@@ -221,8 +221,9 @@ def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | Non
                     train_model(paths, device, kind, **job)
                     lines.advance()
             else:
-                with cf.ProcessPoolExecutor(workers, initializer=_one_thread,
-                                            mp_context=multiprocessing.get_context("spawn")) as pool:
+                spawn = multiprocessing.get_context("spawn")
+                with cf.ProcessPoolExecutor(workers, mp_context=spawn,
+                                            initializer=_one_thread) as pool:
                     futures = [pool.submit(train_model, paths, device, kind, **job)
                                for device, kind, job in jobs]
                     for f in cf.as_completed(futures):

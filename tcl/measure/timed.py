@@ -8,6 +8,7 @@ the tuning wall time is the search's own overhead.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..tvm_compat import meta_schedule
@@ -32,6 +33,9 @@ def median_ms(fn, repeat: int, warmup: int = 3) -> float:
 class Stopwatch:
     build_s: float = 0.0       # in the builder's build()
     run_s: float = 0.0         # in the runner's run() and waiting on its futures
+    # told the number of candidates each build() returns: under MetaSchedule's gradient
+    # scheduler no result comes back before every task's first round, but builds do
+    on_built: Callable[[int], None] | None = None
 
 
 def timed(builder, runner, watch: Stopwatch):
@@ -45,9 +49,12 @@ def timed(builder, runner, watch: Stopwatch):
         def build(self, build_inputs):
             start = time.perf_counter()
             try:
-                return builder.build(build_inputs)
+                results = builder.build(build_inputs)
             finally:
                 watch.build_s += time.perf_counter() - start
+            if watch.on_built is not None:
+                watch.on_built(len(build_inputs))
+            return results
 
     @derived_object
     class TimedFuture(ms.runner.PyRunnerFuture):

@@ -43,10 +43,15 @@ def progress_callback(total: int, weights: dict[int, float], show: bool,
             self.curve: list[dict] = list(before.curve)
             self.bar = tqdm(total=total, initial=before.measured, unit="trial",
                             desc="tune", disable=not show)
-            # no terminal (a script, a CI log, nohup): a progress line every EVERY_S seconds
-            self.lines = None if show else Lines("tune", total, unit="trials").__enter__()
+            # no terminal (a script, a CI log, nohup): a progress line every EVERY_S seconds,
+            # counting candidates as they are built (``built``: the run's builder calls it)
+            self.lines = None if show else Lines("tune (built)", total, unit="trials").__enter__()
             if self.lines is not None:
                 self.lines.advance(before.measured)
+
+        def built(self, n: int) -> None:
+            if self.lines is not None:
+                self.lines.advance(n)
 
         def close(self) -> None:
             self.bar.close()
@@ -79,8 +84,6 @@ def progress_callback(total: int, weights: dict[int, float], show: bool,
                 if line:
                     self.bar.write(line, file=sys.stderr)
             self.bar.update(len(measure_candidates))
-            if self.lines is not None:
-                self.lines.advance(len(measure_candidates))
             self.bar.set_postfix_str("best est. " + (f"{estimate:.2f} ms" if estimate == estimate
                                                      else f"- ({len(self.best)}/{len(weights)} tasks)"))
 

@@ -177,7 +177,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     strategy = ms.search_strategy.EvolutionarySearch(
         population_size=population, init_min_unmeasured=min(50, population),
         genetic_num_iters=generations)
-    watch = Stopwatch()
+    watch = Stopwatch(on_built=callback.built)
     pool_builder, local_runner = pooled_builder(), make_runner(device)
     builder, runner = timed(pool_builder, local_runner, watch)
     try:
