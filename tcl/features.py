@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from .config import Paths, TclError, read_text, write_json
-from .progress import Progress, stderr_line as _stderr_line
+from .progress import Progress, stderr_line
 from .sampling import SAMPLING_TARGET, tune_context
 from .store.catalog import Catalog
 from .store.records import read_parquet, write_parquet_atomic
@@ -222,7 +222,7 @@ def featurize(paths: Paths, task_ids: Iterable[str] | None = None, progress: boo
 
     from tqdm import tqdm
 
-    current_features(paths, say=report or _stderr_line)
+    current_features(paths, say=report or stderr_line)
     cat = Catalog(paths, in_memory=True)
     try:
         frame = cat.sql("""

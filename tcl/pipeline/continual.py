@@ -176,11 +176,18 @@ def distill_device(params: Params, device: str, method: str | None = None,
                    tasks: list[str] | None = None) -> DistillResult:
     """Make, evaluate and register ``device``'s model (module docstring): ``prepare_distill``,
     then ``fit_distill`` and ``register_distill`` unless nothing is new."""
-    job = prepare_distill(params, device, method, say, teacher_device, teacher, tasks)
-    if isinstance(job, DistillResult):
-        return job
-    model, secs = fit_distill(job)
-    return register_distill(job, model, secs, say)
+    # the three steps, counted: preparing (the teacher's picks over the pool) and evaluating
+    # (every device's held-out set) each ran for up to a minute without a line
+    with Progress(f"distill {device} (prepare, fit, evaluate)", 3, unit="steps") as steps:
+        job = prepare_distill(params, device, method, say, teacher_device, teacher, tasks)
+        if isinstance(job, DistillResult):
+            return job
+        steps.advance()
+        model, secs = fit_distill(job)
+        steps.advance()
+        result = register_distill(job, model, secs, say)
+        steps.advance()
+        return result
 
 
 def prepare_distill(params: Params, device: str, method: str | None = None,
