@@ -36,6 +36,7 @@ from contextlib import nullcontext
 from ..config import TclError
 from ..tvm_compat import compile_database, meta_schedule
 from ..zoo.extract import exported_module
+from . import winograd
 
 LAYOUTS = ("nchw", "prepack", "nchwc")
 LAYOUT_HELP = ("how the network is laid out and compiled: nchw (the default: PyTorch's layout), "
@@ -110,21 +111,31 @@ def _describe_layout(layout: str, target) -> dict:
 
 
 def network_module(inst, model=None, example: tuple | None = None, layout: str = "nchw",
-                   target=None, fast_math: bool = False, fuse: bool = True):
+                   target=None, fast_math: bool = False, fuse: bool = True,
+                   conv: str = "direct"):
     """The network as the legalized and fused Relax module that is tuned and compiled in
     ``layout`` (``target``: the device's, which sets the NCHW[x]c block), with ``fast_math``
     its erf, exp, tanh, softmax and gelu as TOPI's fast approximations (``FAST_MATH``);
-    ``fuse`` False: every operator its own kernel."""
+    ``fuse`` False: every operator its own kernel; ``conv``: the algorithm of stride-1 3x3
+    convolutions (``tcl.tune.winograd``)."""
+    return lowered_module(exported_module(inst, model, example), layout, target, fast_math,
+                          fuse, conv)
+
+
+def lowered_module(mod, layout: str = "nchw", target=None, fast_math: bool = False,
+                   fuse: bool = True, conv: str = "direct"):
+    """``network_module`` of an exported Relax module (a network or a single layer's)."""
     import tvm
     from tvm import relax
 
     check_layout(layout)
-    mod = exported_module(inst, model, example)
     legalize = {}   # op -> a legalization other than Relax's own
     if fast_math:
         # before legalization: the pass rewrites Relax's ops, not their TIR
         mod = relax.transform.FastMathTransform()(mod)
         legalize.update(_fast_gelu())
+    # before ConvertLayout: the Winograd convolutions stay NCHW, the others may be blocked
+    mod = winograd.rewrite(mod, conv)
     if layout == "nchwc":
         x = block_lanes(target)
         mod = relax.transform.ConvertLayout(
@@ -168,7 +179,7 @@ def _conv2d_nchwc(bb, call):
         return _nn_conv2d(bb, call)
     return bb.call_te(topi.nn.conv2d_NCHWc, call.args[0], call.args[1], a.strides,
                       a.padding, a.dilation, a.data_layout, a.out_layout,
-                      a.out_dtype if a.out_dtype != "" else call.args[0].struct_info.dtype,
+                      a.out_dtype if a.out_dtype != "" else call.args[0].ty.dtype,
                       primfunc_name_hint="conv2d_NCHWc")
 
 
