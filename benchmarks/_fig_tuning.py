@@ -63,12 +63,6 @@ def four_trials() -> dict:
             "rows": got}
 
 
-def _all_reached(cell: str) -> bool:
-    """'0.398 (missed), tasks reached 8/22': whether every task reached the reference's best."""
-    done, of = cell.split("reached ")[1].split("/")
-    return int(done) == int(of)
-
-
 def setting(label: str) -> str:
     """A run's label without its search size and model file: 'tcl (residual), round-robin'."""
     return re.sub(r" \d+x\d+| \[.*\]", "", label)
@@ -96,8 +90,8 @@ def xeon() -> dict:
     return {
         "targets": tg,
         "latency_ratio": ratio,
-        "race": [number(r["trials + data / xgb-online's"]) for r in tg],
-        "every_task": [r for r in tg if _all_reached(r["trials + data / xgb-online's"])],
+        "race": race(tg)["ratio"],
+        "every_task": [r for r, done in zip(tg, race(tg)["all"]) if done],
         "overhead_64x2": overhead(lambda m: "64x2" in m),
         "overhead_512x4_tcl": overhead(lambda m: m.startswith("tcl") and "x2" not in m),
         "overhead_512x4_xgb": overhead(lambda m: m.startswith("xgb-online")),
@@ -143,6 +137,15 @@ def _reached(cell: str) -> tuple[int, int]:
     return int(done), int(of)
 
 
+def race(tg: list[dict]) -> dict:
+    """The 1/3 race of a targets table: per row the tasks that reach the reference's per-task
+    best (of how many), whether any row has them all, and the ratios."""
+    cells = [r["trials + data / xgb-online's"] for r in tg]
+    reached = [_reached(c) for c in cells]
+    return {"done": [a for a, _ in reached], "of": [b for _, b in reached],
+            "all": [a == b for a, b in reached], "ratio": [number(c) for c in cells]}
+
+
 def _word(ok: bool) -> str:
     return "**met**" if ok else "**missed**"
 
@@ -159,14 +162,12 @@ def zen5_latency() -> str:
 
 
 def zen5_race() -> str:
-    tg = targets(BERT_ZEN5, ISA_FRAMEWORKS)
-    reached = [_reached(r["trials + data / xgb-online's"]) for r in tg]
-    every = any(a == b for a, b in reached)
-    return (f"tcl reaches xgb-online's final in ≤ 1/3 of its trials (per task: the position of "
-            f"the first candidate as fast as xgb-online's best for it, plus the 274-275 records "
-            f"the distilled model learned from): {_word(every)}. tcl's candidates reach "
-            f"xgb-online's per-task best on only {_span([a for a, _ in reached], 0)} of the "
-            f"{reached[0][1]} timed tasks within 64 trials")
+    got = race(targets(BERT_ZEN5, ISA_FRAMEWORKS))
+    return ("tcl reaches xgb-online's final in ≤ 1/3 of its trials (per task: the position of "
+            "the first candidate as fast as xgb-online's best for it, plus the 274-275 records "
+            f"the distilled model learned from): {_word(any(got['all']))}. tcl's candidates "
+            f"reach xgb-online's per-task best on only {_span(got['done'], 0)} of the "
+            f"{got['of'][0]} timed tasks within 64 trials")
 
 
 def zen5_onnx() -> str:
@@ -202,13 +203,12 @@ def day1_latency() -> str:
 def day1_targets() -> str:
     tg = targets(RESNET_DAY1)
     ratio = [number(r["latency / xgb-online"]) for r in tg]
-    race = [number(r["trials + data / xgb-online's"]) for r in tg]
-    reached = [_reached(r["trials + data / xgb-online's"]) for r in tg]
+    got = race(tg)
     eager = [number(r["tuned / eager"]) for r in tg]
     return (f"**Targets** (one seed a row): latency <= xgb-online met "
             f"{sum(v <= 1 for v in ratio)}/{len(ratio)}; the 1/3 race "
-            f"{'met' if any(a == b for a, b in reached) else 'missed'} ({_span(race)}, "
-            f"{_span([a for a, _ in reached], 0)} of {reached[0][1]} tasks reach xgb-online's "
+            f"{'met' if any(got['all']) else 'missed'} ({_span(got['ratio'])}, "
+            f"{_span(got['done'], 0)} of {got['of'][0]} tasks reach xgb-online's "
             f"per-task best); tuned resnet18 <= PyTorch eager "
             f"{'met' if min(eager) <= 1 else 'missed'} by {_span([(v - 1) * 100 for v in eager], 1)}%"
             f" (was 2-3.6x slower at 4 trials per task); onnxruntime not timed on this host yet")
@@ -233,16 +233,15 @@ def xeon_latency() -> str:
 
 
 def xeon_race() -> str:
-    x = xeon()
-    reached = [_reached(r["trials + data / xgb-online's"]) for r in x["targets"]]
-    every = [a == b for a, b in reached]
+    got = race(targets(XEON, XEON_FRAMEWORKS))
+    every = sum(got["all"])
     return (f"**tcl reaches xgb-online's final in ≤ 1/3 of its trials: "
-            f"{'missed everywhere' if not any(every) else 'met in ' + str(sum(every)) + ' rows'}"
-            f".** The trials + device records ratio is {_span(x['race'])}, under 1/3 in "
-            f"{sum(v < 1 / 3 for v in x['race'])} rows, but in "
-            f"{'no run' if not any(every) else 'only ' + str(sum(every)) + ' runs'} does every "
-            f"task reach xgb-online's per-task best within 64 trials "
-            f"({_span([a for a, _ in reached], 0)} of {_span([b for _, b in reached], 0)} tasks do)")
+            f"{'missed everywhere' if not every else f'met in {every} rows'}.** The trials + "
+            f"device records ratio is {_span(got['ratio'])}, under 1/3 in "
+            f"{sum(v < 1 / 3 for v in got['ratio'])} rows, but in "
+            f"{'no run' if not every else f'only {every} runs'} does every task reach "
+            f"xgb-online's per-task best within 64 trials ({_span(got['done'], 0)} of "
+            f"{_span(got['of'], 0)} tasks do)")
 
 
 def xeon_onnx() -> str:

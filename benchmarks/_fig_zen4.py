@@ -214,20 +214,14 @@ def point4() -> str:
         f"{'slows down' if b2['eager_ms'] > b1['eager_ms'] else 'speeds up'} on bert_tiny.")
 
 
-def fastmath_two() -> str:
-    r = sittings("bench-bert-tiny-zen4-2c.jsonl")["fastmath-2t"]
-    return (f"**Target (point 4), two threads: tuned bert_tiny ≤ onnxruntime: "
-            f"{'met' if r['ort'] <= 1 else 'missed'} with fast math**, {r['ort']:.2f}x")
-
-
-def fastmath_one() -> str:
-    name = "bench-bert-tiny-zen4-fastmath.jsonl"
-    r = sittings(name)
-    ort = sitting_median(name, "onnxruntime_ms")
-    return (f"**Target (point 4), one thread: tuned bert_tiny ≤ onnxruntime: "
-            f"{'met' if r['fastmath']['ort'] <= 1 else 'missed'} with fast math**, "
-            f"{r['fastmath']['ort']:.2f}x ({r['fastmath']['ms']:.2f} against {ort:.2f} ms, the "
-            f"same sittings)")
+def fastmath_target(name: str, run: str, threads_: str) -> str:
+    """Point 4's target with fast math, at one or two threads: the run's median over its
+    sittings against onnxruntime's."""
+    got = sittings(name)[run]
+    word = "met" if got["ort"] <= 1 else "missed"
+    return (f"**Target (point 4), {threads_}: tuned bert_tiny ≤ onnxruntime: {word} with fast "
+            f"math**, {got['ort']:.2f}x ({got['ms']:.2f} against "
+            f"{sitting_median(name, 'onnxruntime_ms'):.2f} ms, the same sittings)")
 
 
 def fastmath_exact() -> str:
@@ -435,8 +429,10 @@ def bert_targets() -> str:
 VERDICTS = {
     "zen4.rr256": rr256,
     "zen4.point4": point4,
-    "zen4.fastmath-two": fastmath_two,
-    "zen4.fastmath-one": fastmath_one,
+    "zen4.fastmath-two": lambda: fastmath_target("bench-bert-tiny-zen4-2c.jsonl", "fastmath-2t",
+                                                 "two threads"),
+    "zen4.fastmath-one": lambda: fastmath_target("bench-bert-tiny-zen4-fastmath.jsonl",
+                                                 "fastmath", "one thread"),
     "zen4.fastmath-exact": fastmath_exact,
     "zen4.width-two": width_two,
     "zen4.curve-targets": curve_targets,
