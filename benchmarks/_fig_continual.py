@@ -3,6 +3,7 @@
 cross_host.py's rows and output, and the main job's committed continual report."""
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
@@ -59,6 +60,7 @@ def noise_floor(name: str, value: str = "pairwise") -> dict:
             "devices": len({r["device"] for r in nz}), "pairs": len(pairs)}
 
 
+@functools.cache
 def isa_caps() -> dict:
     """The ISA-cap sequences (one Zen 1 core's profiles), both backbones, 5 seeds."""
     out = {}
@@ -79,7 +81,7 @@ def isa_caps() -> dict:
                                       for m in ("finetune", "distill", "compress")},
                 "forget_worst": {m: forgetting(rs, order, m, "pairwise", "worst")
                                  for m in ("finetune", "distill", "compress")},
-                "top1_pairwise": {m: new_device(rs, order, m, "pairwise")
+                "new_pairwise": {m: new_device(rs, order, m, "pairwise")
                                   for m in ("finetune", "multitask", "distill")}}
     return out
 
@@ -92,19 +94,20 @@ def growth(backbone: str) -> tuple[int, float]:
                                                             + r["params_per_device"])
 
 
+@functools.cache
 def unlabelled() -> dict:
-    """cpu-sse42 then cpu-avx2 from 10%, the common and the wide unlabelled pool, 5 seeds."""
+    """cpu-sse42 then cpu-avx2 from 10%, the common and the wide unlabelled pool, 5 seeds:
+    distill minus finetune on cpu-avx2."""
     out = {}
     for pool, name in UNLABELLED.items():
         rs = rows(name)
         order = orders(rs)[0]
-        top1 = {m: new_device(rs, order, m) for m in ("finetune", "distill", "full")}
-        out[pool] = {"distill-finetune": paired(top1["distill"], top1["finetune"]),
-                     "distill/full": Sample.of([top1["distill"][s] / top1["full"][s]
-                                                for s in top1["distill"]])}
+        top1 = {m: new_device(rs, order, m) for m in ("finetune", "distill")}
+        out[pool] = {"distill-finetune": paired(top1["distill"], top1["finetune"])}
     return out
 
 
+@functools.cache
 def real_chips() -> dict:
     """Zen 1 and Zen 4 cores, each at its ISA, both orders, 5 seeds: paired differences on the
     new device, forgetting of the first, and the noise floor of two seeds (same host)."""
@@ -122,6 +125,7 @@ def real_chips() -> dict:
     return out
 
 
+@functools.cache
 def cross_host() -> dict:
     """Per pair of devices: the landscape's per-task Spearman median (benchmarks/cross_host.py's
     committed output, docs/bench-cross-host.txt: computed from the whole record store, minutes)
@@ -252,7 +256,7 @@ def chips_table() -> str:
     for first, label in (("cpu-avx2", "ISA caps, cpu-avx2 first (above; 3 later devices)"),
                          ("cpu-avx512", "ISA caps, cpu-avx512 first")):
         c = caps[first]
-        pw = c["top1_pairwise"]
+        pw = c["new_pairwise"]
         lines.append(f"| {label} | {_bold(c['distill-multitask'])} | "
                      f"{_bold(c['distill-finetune'])} | "
                      f"{_bold(paired(pw['distill'], pw['multitask']))} | "

@@ -20,6 +20,7 @@ def per_seed(name: str, device: str, model: str, column: str) -> dict[int, float
             if r["seed"].isdigit() and r["device"] == device and r["model"] == model}
 
 
+@functools.cache
 def mamba_margins(name: str) -> dict[str, dict]:
     """Per device: Mamba's top-1 minus TenSet-MLP's paired by seed, the seeds Mamba leads in,
     and the pairwise difference (from the per-seed rows, 3 decimals)."""
@@ -119,6 +120,7 @@ def _cells(model: str, value: str) -> pl.DataFrame:
         "device", "family", "seed", value)
 
 
+@functools.cache
 def sources_gain(kind: str = "tenset-mlp:size") -> dict:
     """Every source against the reference tasks only, unseen families, today's top-k: per seed
     the mean over the 16 (device, family) cells of the difference, then mean ± SE over the 3
@@ -139,6 +141,7 @@ def sources_gain(kind: str = "tenset-mlp:size") -> dict:
     return out
 
 
+@functools.cache
 def metric_change(limit: float = 0.05) -> tuple[int, int, float]:
     """(cells whose mean top-1 moves by more than ``limit`` between the old and today's top-k,
     cells, the largest move): the three-seed table's 16 cells x 6 columns."""
@@ -158,6 +161,7 @@ def sampler_top1(name: str, device: str, sampler: str, share: int,
             and r["model"] == model}
 
 
+@functools.cache
 def rdu() -> dict:
     """The headline's RDU figures: held-out networks at 10%, 10 seeds (bench-sampler-select),
     and RDU over the full pool on the 32-per-task pool, 5 seeds (bench-sampler-pool32)."""

@@ -35,14 +35,6 @@ def targets(name: str, frameworks: str | None = None) -> list[dict]:
     return markdown_rows(None, "tuned / eager", summary(name, "xgb-online", frameworks))
 
 
-def frameworks_table(name: str, tuning_rows: str) -> str:
-    """benchmarks/frameworks.py --summarize: the networks in PyTorch and onnxruntime beside the
-    best tuned run."""
-    import frameworks
-
-    return printed(frameworks.summarize, DOCS / name, DOCS / tuning_rows)
-
-
 def _cell(text: str) -> float | None:
     return None if text.startswith("-") else number(text)
 

@@ -150,6 +150,13 @@ def _word(ok: bool, how: str = "") -> str:
     return f"**{'met' if ok else 'missed'}{how}**"
 
 
+def _listing(items) -> str:
+    """'4', '4 and 8', '1, 2 and 4'; 'none'."""
+    items = [str(i) for i in items]
+    return "none" if not items else items[0] if len(items) == 1 else \
+        ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def _pct(ratio: float) -> str:
     return f"{abs(ratio - 1):.0%}"
 
@@ -214,12 +221,12 @@ def point4() -> str:
         f"{'slows down' if b2['eager_ms'] > b1['eager_ms'] else 'speeds up'} on bert_tiny.")
 
 
-def fastmath_target(name: str, run: str, threads_: str) -> str:
+def fastmath_target(name: str, run: str, how: str) -> str:
     """Point 4's target with fast math, at one or two threads: the run's median over its
     sittings against onnxruntime's."""
     got = sittings(name)[run]
     word = "met" if got["ort"] <= 1 else "missed"
-    return (f"**Target (point 4), {threads_}: tuned bert_tiny ≤ onnxruntime: {word} with fast "
+    return (f"**Target (point 4), {how}: tuned bert_tiny ≤ onnxruntime: {word} with fast "
             f"math**, {got['ort']:.2f}x ({got['ms']:.2f} against "
             f"{sitting_median(name, 'onnxruntime_ms'):.2f} ms, the same sittings)")
 
@@ -300,8 +307,8 @@ def rr_verdict() -> str:
         f"prefix (what a run of 8 measures under tcl's gradient scheduler) gives "
         f"{ratios[8]:.2f}x ({c['tcl'][8]['ms']:.1f} against {xgb[8]:.1f}); at 16 "
         f"{ratios[16]:.2f}x ({c['tcl'][16]['ms']:.1f} against {xgb[16]:.1f}). The target's \"10% "
-        f"faster\" is met at {', '.join(map(str, met)) or 'none'} and missed at "
-        f"{', '.join(str(b) for b in ratios if b not in met) or 'none'}.** The 64-trial runs' "
+        f"faster\" is met at {_listing(met)} and missed at "
+        f"{_listing([b for b in ratios if b not in met])}.** The 64-trial runs' "
         f"4-trial prefix ({c['tcl'][4]['ms']:.1f} ± {c['tcl'][4]['se']:.1f} ms, other sittings) "
         f"would read {c['tcl'][4]['ms'] / xgb[4]:.2f}x; the separate runs are the like-for-like "
         f"comparison")
@@ -387,8 +394,7 @@ def bert_targets() -> str:
     def met_at(ours: str, key: str) -> str:
         r = budget_ratio(BERT, ours, "xgb-online", budgets, key)
         met = [b for b, v in r.items() if v <= 0.9]
-        return (f"met at {', '.join(map(str, met)) or 'none'}, missed at "
-                f"{', '.join(str(b) for b in r if b not in met) or 'none'} ("
+        return (f"met at {_listing(met)}, missed at {_listing([b for b in r if b not in met])} ("
                 + ", ".join(f"{v:.2f}" for v in r.values()) + ")")
 
     def every(ours: str, key: str) -> bool:
