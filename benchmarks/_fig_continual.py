@@ -1,14 +1,13 @@
 """Figures of docs/results.md's continual-learning sections, from benchmarks/continual.py's rows
-(one per backbone, order, seed, method and device), its noise-floor rows, benchmarks/
-cross_host.py's rows and output, and the main job's committed continual report."""
+(one per backbone, order, seed, method and device), its noise-floor rows, and benchmarks/
+cross_host.py's rows and output."""
 from __future__ import annotations
 
 import functools
-import json
 
 import numpy as np
 
-from _evidence import REPO, Sample, markdown_rows, number, paired, rows, welch
+from _evidence import Sample, markdown_rows, number, paired, rows, welch
 
 ISA_CAPS = {"tenset-mlp": ("bench-continual-0_1_2.jsonl", "bench-continual-3_4.jsonl"),
             "mamba": tuple(f"bench-continual-mamba-{s}.jsonl" for s in range(5))}
@@ -141,11 +140,6 @@ def cross_host() -> dict:
                            + (by[a][a][metric] - by[b][a][metric])) / 2
                           for by in by_seed.values() if a in by and b in by])
     return {"spearman": land, "loss": loss}
-
-
-def main_job_report(device: str = "zen4-1c") -> dict:
-    """The committed report of the main job's continual step (one seed)."""
-    return json.loads((REPO / "data" / "reports" / "continual" / f"{device}.json").read_text())
 
 
 def per_class(rs: list[dict], method: str, value: str, cls: str) -> Sample:
