@@ -39,7 +39,8 @@ def parameters_ratio(name: str = "bench-models-250-tasks-rank-stop.txt") -> floa
 
 
 def margins_text(name: str) -> str:
-    """'-0.028 ± 0.023 on cpu-avx2 (within the noise (t = -1.2, n = 10)), ...'."""
+    """'-0.028 ± 0.023 on `cpu-avx2` (t = -1.2, n = 10: within the noise; ahead in 4 of 10
+    seeds), ...'."""
     got = mamba_margins(name)
     return ", ".join(f"{got[d]['top1'].text(sign=True)} on `{d}` ({got[d]['top1'].test()}; "
                      f"ahead in {got[d]['ahead']} of {got[d]['top1'].n} seeds)" for d in DEVICES)
