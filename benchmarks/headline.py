@@ -47,6 +47,55 @@ def _target(ok: bool) -> str:
 
 # -- the headline rows: (claim, what tcl measured, host, sections) ----------------------------
 
+# the sections a headline row points to: (title, anchor)
+SECTIONS = {
+    "selections": ("Selections that beat random", "selections-that-beat-random-issue-23"),
+    "pool32": ("The larger pool", "the-larger-pool-32-programs-per-training-task-on-cpu-avx2"),
+    "heldout10": ("Held-out networks, ten seeds", "held-out-networks-250-training-tasks-ten-seeds-"
+                  "stop-on-ranking-2026-11-30-fourth-session"),
+    "families3": ("Leave one family out, three seeds", "leave-one-family-out-three-seeds-of-every-"
+                  "kind-and-what-the-families-records-add-issue-27-points-1-and-5"),
+    "continual": ("Continual learning across devices",
+                  "continual-learning-across-devices-issue-continual-distillation"),
+    "unlabelled": ("Unlabelled programs",
+                   "unlabelled-programs-a-wider-pool-for-selection-and-distillation-issue-23"),
+    "floor": ("Forgetting against the noise floor", "forgetting-against-the-noise-floor-issue-23"),
+    "tuning4": ("Tuning real networks", "tuning-real-networks-time-to-latency-against-tenset-mlp-"
+                "metaschedule-and-pytorch-issue-tuning"),
+    "xeon64": ("At 64 trials per task on the Xeon host", "at-64-trials-per-task-on-the-xeon-host-"
+               "both-networks-seeds-round-robin-timing-sittings-issue-26-2026-12-0506"),
+    "defaults": ("tcl tune's defaults", "tcl-tunes-defaults"),
+    "chips": ("How different real chips are", "how-different-real-chips-are-the-same-code-on-"
+              "two-chips-against-two-codes-on-one-2026-12-07-issue-39-point-4"),
+    "chips-continual": ("Continual learning over real chips", "continual-learning-over-real-"
+                        "chips-a-zen-1-core-and-a-zen-4-core-each-at-its-isa-2026-12-07-issue-39-"
+                        "point-4"),
+    "curve": ("The budget curve on a Zen 4 core", "the-budget-curve-on-a-zen-4-core-latency-"
+              "against-trials-per-task-2026-12-06-issue-40"),
+    "round-robin": ("under round-robin", "the-budget-curve-under-round-robin-metaschedules-best-"
+                    "setting-and-tcls-model-under-it-2026-12-06-evening-issue-40"),
+    "wide": ("a wider search", "a-wider-search-at-4-trials-per-task-2026-12-06-night-issue-40-"
+             "point-4"),
+    "records": ("tuning records", "tuning-records-of-a-training-network-the-flywheel-with-and-"
+                "without-2026-12-07-issue-40-points-3-and-4"),
+    "bert": ("bert_tiny", "the-budget-curves-second-network-bert_tiny-with-its-family-left-out-"
+             "2026-12-07-issue-40-point-1"),
+    "ceiling": ("The compile pipeline's ceiling", "the-compile-pipelines-ceiling-on-a-zen-4-core-"
+                "layouts-2026-12-06-issue-43"),
+    "layers": ("per layer", "where-the-time-goes-per-layer-the-tuned-network-against-"
+               "onnxruntimes-profiler-2026-12-06-issue-43-point-2"),
+    "fastmath": ("fast math", "fast-math-bert_tiny-below-onnxruntime-on-one-core-2026-12-06-"
+                 "issue-43-point-3"),
+    "width": ("vector width, fusion, 2 threads", "vector-width-fusion-and-two-threads-at-equal-"
+              "trials-2026-12-06-night-issue-43-point-3"),
+    "size": ("Size-normalised features", "size-normalised-features-issue-27-point-3"),
+}
+
+
+def links(*keys: str) -> str:
+    return ", ".join(f"[{SECTIONS[k][0]}](#{SECTIONS[k][1]})" for k in keys)
+
+
 def rdu_row() -> tuple[str, ...]:
     r = fm.rdu()
     a, s = r["cpu-avx2"], r["cpu-sse42"]
@@ -72,8 +121,7 @@ def rdu_row() -> tuple[str, ...]:
         "is now the default. Files: `docs/bench-sampler-select.jsonl`, "
         "`docs/bench-sampler-pool32.jsonl`.",
         "Zen 5 (family 26 model 2); the 32-per-task pool: Zen 1 (family 23 model 1)",
-        "[Selections that beat random](#selections-that-beat-random-issue-23), [The larger pool]"
-        "(#the-larger-pool-32-programs-per-training-task-on-cpu-avx2)")
+        links("selections", "pool32"))
 
 
 def mamba_row() -> tuple[str, ...]:
@@ -94,10 +142,7 @@ def mamba_row() -> tuple[str, ...]:
         f"Files: `docs/{name}` (per-seed rows), `docs/bench-long-tail-*.jsonl`.",
         "records: Zen 1; held-out fits: the 2-core AMD EPYC of 2026-11-30 (family not "
         "recorded); unseen families: Zen 3 (family 25 model 1) for Mamba, Zen 5 for TenSet-MLP",
-        "[Held-out networks, ten seeds](#held-out-networks-250-training-tasks-ten-seeds-stop-on-"
-        "ranking-2026-11-30-fourth-session), [Leave one family out, three seeds](#leave-one-"
-        "family-out-three-seeds-of-every-kind-and-what-the-families-records-add-issue-27-points"
-        "-1-and-5)")
+        links("heldout10", "families3"))
 
 
 def distill_row() -> tuple[str, ...]:
@@ -118,9 +163,7 @@ def distill_row() -> tuple[str, ...]:
         f"{se['finetune']:.3f} and multi-task's {se['multitask']:.3f} (TenSet-MLP). Old top-k. "
         "Files: `docs/bench-continual-*.jsonl`.",
         "Zen 1 (family 23 model 1); the wider pool: Zen 5",
-        "[Continual learning across devices](#continual-learning-across-devices-issue-continual-"
-        "distillation), [Unlabelled programs](#unlabelled-programs-a-wider-pool-for-selection-"
-        "and-distillation-issue-23)")
+        links("continual", "unlabelled"))
 
 
 def forgetting_row() -> tuple[str, ...]:
@@ -152,9 +195,7 @@ def forgetting_row() -> tuple[str, ...]:
         f"class, {worst_ft[0].text()} and {worst_ft[1].text()} top-1, is about twice it. Old "
         "top-k. Files: `docs/bench-continual-*.jsonl`, `docs/bench-continual-noise.jsonl`.",
         "Zen 1; the noise floor: Zen 5",
-        "[Continual learning across devices](#continual-learning-across-devices-issue-continual-"
-        "distillation), [Forgetting against the noise floor](#forgetting-against-the-noise-"
-        "floor-issue-23)")
+        links("continual", "floor"))
 
 
 def speed_row() -> tuple[str, ...]:
@@ -176,10 +217,7 @@ def speed_row() -> tuple[str, ...]:
         f"{span(x['minutes'][(512, 4)], 0)}. GPU: not measured. Files: `docs/{ft.FOUR}`, "
         f"`docs/{ft.XEON}`.",
         "4 trials per task: Zen 1; 64: Intel Xeon (family 6 model 167)",
-        "[Tuning real networks](#tuning-real-networks-time-to-latency-against-tenset-mlp-"
-        "metaschedule-and-pytorch-issue-tuning), [At 64 trials per task on the Xeon host](#at-"
-        "64-trials-per-task-on-the-xeon-host-both-networks-seeds-round-robin-timing-sittings-"
-        "issue-26-2026-12-0506), [tcl tune's defaults](#tcl-tunes-defaults)")
+        links("tuning4", "xeon64", "defaults"))
 
 
 def latency_row() -> tuple[str, ...]:
@@ -213,10 +251,7 @@ def latency_row() -> tuple[str, ...]:
         f"on cpu-sse42, {vs_gradient('cpu-avx2-1c')} on cpu-avx2-1c (means; xgb-online there: "
         f"2 seeds). Files: `docs/{ft.FOUR}`, `docs/{ft.XEON}`.",
         "4 trials per task: Zen 1; 64: Intel Xeon",
-        "[Tuning real networks](#tuning-real-networks-time-to-latency-against-tenset-mlp-"
-        "metaschedule-and-pytorch-issue-tuning), [At 64 trials per task on the Xeon host](#at-"
-        "64-trials-per-task-on-the-xeon-host-both-networks-seeds-round-robin-timing-sittings-"
-        "issue-26-2026-12-0506)")
+        links("tuning4", "xeon64"))
 
 
 def chips_row() -> tuple[str, ...]:
@@ -262,10 +297,7 @@ def chips_row() -> tuple[str, ...]:
         "`docs/bench-cross-host.jsonl` (its landscapes: `docs/bench-cross-host.txt`), "
         "`docs/bench-continual-hosts-*.jsonl`.",
         "records: Zen 1 and Zen 4 (family 25 model 17); fits: Zen 4",
-        "[How different real chips are](#how-different-real-chips-are-the-same-code-on-two-"
-        "chips-against-two-codes-on-one-2026-12-07-issue-39-point-4), [Continual learning over "
-        "real chips](#continual-learning-over-real-chips-a-zen-1-core-and-a-zen-4-core-each-at-"
-        "its-isa-2026-12-07-issue-39-point-4)")
+        links("chips", "chips-continual"))
 
 
 def budget_row() -> tuple[str, ...]:
@@ -336,13 +368,7 @@ def budget_row() -> tuple[str, ...]:
         f"default. Files: `docs/{z4.RESNET}`, `docs/{z4.SEARCH_SIZE}`, `docs/{z4.TUNE_RECORDS}`,"
         f" `docs/{z4.BERT}`, `docs/{z4.FRAMEWORKS}`.",
         "AMD EPYC Zen 4 (family 25 model 17)",
-        "[The budget curve on a Zen 4 core](#the-budget-curve-on-a-zen-4-core-latency-against-"
-        "trials-per-task-2026-12-06-issue-40), [under round-robin](#the-budget-curve-under-round"
-        "-robin-metaschedules-best-setting-and-tcls-model-under-it-2026-12-06-evening-issue-40),"
-        " [a wider search](#a-wider-search-at-4-trials-per-task-2026-12-06-night-issue-40-point-"
-        "4), [tuning records](#tuning-records-of-a-training-network-the-flywheel-with-and-without"
-        "-2026-12-07-issue-40-points-3-and-4), [bert_tiny](#the-budget-curves-second-network-"
-        "bert_tiny-with-its-family-left-out-2026-12-07-issue-40-point-1)")
+        links("curve", "round-robin", "wide", "records", "bert"))
 
 
 def ceiling_row() -> tuple[str, ...]:
@@ -380,12 +406,7 @@ def ceiling_row() -> tuple[str, ...]:
         f", `docs/bench-layer-table.jsonl`, `docs/bench-bert-tiny-zen4-*.jsonl`, "
         f"`docs/{z4.NCHWC_256}`.",
         "AMD EPYC Zen 4 (family 25 model 17)",
-        "[The compile pipeline's ceiling](#the-compile-pipelines-ceiling-on-a-zen-4-core-"
-        "layouts-2026-12-06-issue-43), [per layer](#where-the-time-goes-per-layer-the-tuned-"
-        "network-against-onnxruntimes-profiler-2026-12-06-issue-43-point-2), [fast math](#fast-"
-        "math-bert_tiny-below-onnxruntime-on-one-core-2026-12-06-issue-43-point-3), [vector "
-        "width, fusion, 2 threads](#vector-width-fusion-and-two-threads-at-equal-trials-2026-12-"
-        "06-night-issue-43-point-3)")
+        links("ceiling", "layers", "fastmath", "width"))
 
 
 def xeon_ceiling_row() -> tuple[str, ...]:
@@ -404,8 +425,7 @@ def xeon_ceiling_row() -> tuple[str, ...]:
         f"host's AVX-512 on every profile; its latest sitting). Files: `docs/{ft.XEON}`, "
         f"`docs/{ft.XEON_FRAMEWORKS}`.",
         "Intel Xeon (family 6 model 167)",
-        "[At 64 trials per task on the Xeon host](#at-64-trials-per-task-on-the-xeon-host-both-"
-        "networks-seeds-round-robin-timing-sittings-issue-26-2026-12-0506)")
+        links("xeon64"))
 
 
 def unseen_row() -> tuple[str, ...]:
@@ -426,9 +446,7 @@ def unseen_row() -> tuple[str, ...]:
         "`docs/bench-long-tail-size.jsonl`, `docs/bench-long-tail-reference.jsonl`, "
         "`docs/bench-long-tail.jsonl`, `docs/bench-long-tail-seeds.jsonl`.",
         "records: Zen 1; fits: Zen 5 and Zen 3",
-        "[Size-normalised features](#size-normalised-features-issue-27-point-3), [Leave one "
-        "family out, three seeds](#leave-one-family-out-three-seeds-of-every-kind-and-what-the-"
-        "families-records-add-issue-27-points-1-and-5)")
+        links("size", "families3"))
 
 
 ROWS: tuple[Callable[[], tuple[str, ...]], ...] = (
