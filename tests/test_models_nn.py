@@ -442,7 +442,84 @@ def mamba_ssm_module(monkeypatch):
     return mamba_simple
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mamba_ssm") is None, reason="needs mamba_ssm")
+# -- the CUDA path's contract, on the CPU ----------------------------------------------------------
+# On a CUDA device tcl runs mamba_ssm's fused module in place of MambaMixer (make_mixer) and
+# MambaBlock feeds it batch-major. The kernel itself needs mamba_ssm and a GPU: the two tests
+# after these run only there, and where neither exists the kernel is UNTESTED ON HARDWARE (their
+# skip reasons say so). What a CPU can check is the contract around it: the import and the
+# constructor's arguments, the state dict both ways, the layout transposes, and the arithmetic,
+# with a stand-in module that runs mamba_simple.Mamba's non-fused path with the reference scan.
+
+UNTESTED_KERNEL = ("untested on hardware here: the mamba-ssm CUDA kernel needs {} "
+                   "(test_the_cuda_path_* check its contract on the CPU)")
+
+
+class ReferenceMamba(MambaMixer):
+    """mamba_ssm.Mamba as the CUDA path calls it: batch-major (b, l, d_model), its non-fused
+    path with selective_scan_ref's recurrence (reference_mixer), the same parameters."""
+
+    made: list[dict] = []
+
+    def __init__(self, *, d_model: int, d_state: int, d_conv: int, expand: float) -> None:
+        super().__init__(d_model, d_state, d_conv, expand)
+        ReferenceMamba.made.append(dict(d_model=d_model, d_state=d_state, d_conv=d_conv,
+                                        expand=expand))
+
+    def forward(self, x):
+        assert x.dim() == 3 and x.is_contiguous(), "mamba_ssm.Mamba reads contiguous (b, l, d)"
+        return reference_mixer(self, x)
+
+
+@pytest.fixture
+def cuda_path(monkeypatch):
+    """A ``mamba_ssm`` whose ``Mamba`` is the reference stand-in."""
+    import sys
+    import types
+
+    module = types.ModuleType("mamba_ssm")
+    module.Mamba = ReferenceMamba
+    monkeypatch.setitem(sys.modules, "mamba_ssm", module)
+    ReferenceMamba.made = []
+    return torch.device("cuda")   # only names the device: make_mixer picks by its type
+
+
+def test_the_cuda_path_picks_mamba_ssm_with_the_mixers_arguments_and_falls_back(cuda_path,
+                                                                                 monkeypatch):
+    import sys
+
+    mixer = mamba.make_mixer(32, 8, 4, 2, cuda_path)
+    assert isinstance(mixer, ReferenceMamba)
+    assert ReferenceMamba.made == [dict(d_model=32, d_state=8, d_conv=4, expand=2)]
+    assert type(mamba.make_mixer(32, 8, 4, 2, torch.device("cpu"))) is MambaMixer
+    monkeypatch.setitem(sys.modules, "mamba_ssm", None)     # not installed: the CPU twin
+    assert type(mamba.make_mixer(32, 8, 4, 2, cuda_path)) is MambaMixer
+
+
+def test_the_cuda_path_scores_like_the_cpu_path_from_either_state_dict(cuda_path, data):
+    """The whole net built for a CUDA device (stand-in mixers: the batch-major branch of
+    MambaBlock) loads the CPU net's state dict strictly and the other way round, and scores
+    a batch the same: shapes, layout and arithmetic of the path the GPU runs."""
+    torch.manual_seed(0)
+    args = ("stores", 16, 2, 8, 4, 2, 32, 64)
+    cpu = mamba.MambaNet(*args, torch.device("cpu"))
+    gpu = mamba.MambaNet(*args, cuda_path)
+    assert all(isinstance(layer.mixer, ReferenceMamba) for layer in gpu.layers)
+    ps = data[0]
+    cpu.fit_scales(ps)
+    gpu.load_state_dict(cpu.state_dict())                      # strict: same names and shapes
+    b = cpu.batch(ps, np.arange(96))
+    with torch.no_grad():
+        want, got = cpu(b), gpu(b)
+    assert got.shape == want.shape == (96,)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    other = mamba.MambaNet(*args, cuda_path)
+    cpu.load_state_dict(other.state_dict())                    # and back
+    with torch.no_grad():
+        torch.testing.assert_close(cpu(b), other(b), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mamba_ssm") is None,
+                    reason="needs mamba_ssm (pip install -e '.[cuda]'), not installed here")
 def test_mixer_matches_mamba_ssm_module_on_cpu(monkeypatch):
     """mamba_ssm's own Mamba module (non-fused path, its reference scan): same state dict keys
     both ways, same outputs."""
@@ -461,7 +538,7 @@ def test_mixer_matches_mamba_ssm_module_on_cpu(monkeypatch):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mamba_ssm") is None or not torch.cuda.is_available(),
-                    reason="needs mamba_ssm and a CUDA device")
+                    reason=UNTESTED_KERNEL.format("mamba_ssm and a CUDA device"))
 def test_cpu_path_matches_mamba_ssm_kernel(data, tmp_path):
     from mamba_ssm import Mamba
     cpu = MambaMixer(d_model=32, d_state=8, d_conv=4, expand=2)
