@@ -31,8 +31,8 @@ import numpy as np
 from ..config import Paths, TclError, atomic_write
 from ..dataset import load_program_set, tune_source
 from ..measure.msjson import import_database
-from ..measure.pooled_builder import pooled_builder
-from ..measure.runner import make_runner, stop_runner
+from ..measure.devices import create
+from ..measure.devices.base import stop_runner
 from ..measure.timed import Stopwatch, timed
 from ..progress import Progress
 from ..registry import resolve_model
@@ -178,7 +178,8 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
         population_size=population, init_min_unmeasured=min(50, population),
         genetic_num_iters=generations)
     watch = Stopwatch(on_built=callback.built)
-    pool_builder, local_runner = pooled_builder(), make_runner(device)
+    kind = create(device)
+    pool_builder, local_runner = kind.builder(pooled=True), kind.runner()
     builder, runner = timed(pool_builder, local_runner, watch)
     try:
         if left > 0:
