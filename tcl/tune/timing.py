@@ -81,9 +81,10 @@ def measure_in_pinned_process(lib_file: str, inputs: list[np.ndarray], num_cores
                               torch_env: dict[str, str], onnxruntime: bool = False) -> Timed:
     """Runs in a fresh process pinned to the profile's cores (``LocalCPU.timer``): the
     compiled network's outputs and latency, and PyTorch eager's latency on the same cores, as
-    ``timing`` times each, at the profile's ISA (``torch_env``: ``Device.framework_isa_env``, set before PyTorch's first
-    operation, when it reads them), and with ``onnxruntime`` onnxruntime's (no ISA cap). A
-    spawned pool pickles it by reference: it stays a module-level function of this module."""
+    ``timing`` times each, at the profile's ISA (``torch_env``: ``Device.framework_isa_env``,
+    set before PyTorch's first operation, when it reads them), and with ``onnxruntime``
+    onnxruntime's (no ISA cap). A spawned pool pickles it by reference: it stays a
+    module-level function of this module."""
     import tvm
     from tvm import relax
 
