@@ -43,7 +43,7 @@ from tcl.store.devices import DeviceRegistry, host_cpu_model
 from tcl.measure.builder import local_builder
 from tcl.measure.collect import collect
 from tcl.measure.pooled_builder import pooled_builder
-from tcl.measure.runner import build_cpus
+from tcl.measure.devices import create
 from tcl.metrics import spearman
 
 
@@ -93,7 +93,7 @@ def _run(zoo: Paths, device, tasks, n: int, batch: int, pipelined: bool, kind: s
         shutil.copytree(zoo.candidates_dir, paths.candidates_dir)
         # A long build timeout for every variant: under load the stock worker's import alone
         # can pass LocalBuilder's default 30 s, and every program would then fail as a timeout.
-        cpus = build_cpus(device) if pipelined else None
+        cpus = create(device).build_cpus() if pipelined else None
         if kind == "stock":
             from tcl.tvm_compat import meta_schedule
 

@@ -1,10 +1,10 @@
 """What users would run instead of tuning (issue 16, point 4): the same networks in PyTorch eager,
 ``torch.compile`` (inductor) and onnxruntime, on the same cores and thread count as the profile.
 
-Each (network, device) runs in a fresh process pinned to the profile's cores, as ``tcl tune``
-times its compiled network (``tcl.measure.runner.pin_worker``). Latency: the median of
-``--repeat`` runs after warm-up (torch.compile's compile time is reported apart). onnxruntime is
-used when it is installed (``pip install -e ".[baselines]"``) and skipped, with a note, when not.
+Each (network, device) runs where ``tcl tune`` times its compiled network (the device's
+``DeviceKind.timer``: a fresh process pinned to the profile's cores). Latency: the median of
+``--repeat`` runs after warm-up (``TimingProtocol.framework_ms``; torch.compile's compile time
+is reported apart). onnxruntime is used when it is installed (``pip install -e ".[baselines]"``) and skipped, with a note, when not.
 With ``--tuning`` the table adds tcl's tuned latency from ``benchmarks/tuning.py``'s results.
 
     python benchmarks/frameworks.py --networks resnet18,bert_tiny --devices cpu-sse42,cpu-avx2-1c \\
@@ -15,11 +15,8 @@ With ``--tuning`` the table adds tcl's tuned latency from ``benchmarks/tuning.py
 from __future__ import annotations
 
 import argparse
-import concurrent.futures as cf
-import functools
 import json
 import math
-import multiprocessing
 import os
 import sys
 import time
@@ -29,10 +26,10 @@ import numpy as np
 
 from _common import host_short, report_errors, run_label, search_of
 from tcl.config import Paths, TclError
-from tcl.measure.timed import median_ms
+from tcl.measure.devices.settings import TimingProtocol
 
 
-def measure(network: str, batch: int, size, threads: int, repeat: int,
+def measure(network: str, batch: int, size, threads: int, timing: TimingProtocol,
             isa_env: dict[str, str]) -> dict:
     """Runs pinned to the profile's cores: each framework's latency on one network; PyTorch
     (eager and torch.compile) capped at the profile's ISA (``isa_env``,
@@ -47,14 +44,14 @@ def measure(network: str, batch: int, size, threads: int, repeat: int,
     torch.manual_seed(0)
     model = NETWORKS[network].model(size).eval()
     example = NETWORKS[network].example(batch, size)
-    row: dict = {"eager_ms": eager_ms(model, example, threads, repeat)}
+    row: dict = {"eager_ms": eager_ms(model, example, threads, timing)}
     with torch.no_grad():
         start = time.perf_counter()
         compiled = torch.compile(model)
         compiled(*example)
         row["compile_s"] = round(time.perf_counter() - start, 1)
-        row["torch_compile_ms"] = median_ms(lambda: compiled(*example), repeat)
-    row["onnxruntime_ms"] = onnxruntime_ms(model, example, threads, repeat)
+        row["torch_compile_ms"] = timing.framework_ms(lambda: compiled(*example))
+    row["onnxruntime_ms"] = onnxruntime_ms(model, example, threads, timing)
     if onnxruntime_version() is None:
         row["onnxruntime_note"] = "onnxruntime not installed"
     else:
@@ -64,8 +61,8 @@ def measure(network: str, batch: int, size, threads: int, repeat: int,
 
 
 def run(args) -> None:
-    from tcl.store.devices import DeviceRegistry, check_runnable, host_identity
-    from tcl.measure.runner import pin_worker
+    from tcl.measure.devices import create
+    from tcl.store.devices import DeviceRegistry, host_identity
     from tcl.tune import resolve_instance
 
     paths, results = Paths(Path(args.data).resolve()), Path(args.results)
@@ -79,13 +76,11 @@ def run(args) -> None:
             if (network, name) in done:
                 continue
             device = DeviceRegistry(paths).get(name)
-            check_runnable(device)
-            with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=functools.partial(pin_worker,
-                                                                      device.num_cores)) as pool:
-                row = pool.submit(measure, inst.network, inst.batch, inst.size,
-                                  device.num_cores, args.repeat,
-                                  device.framework_isa_env()).result()
+            kind = create(device)
+            kind.check_runnable()
+            with kind.timer() as run_pinned:
+                row = run_pinned(measure, inst.network, inst.batch, inst.size, device.num_cores,
+                                 TimingProtocol(repeat=args.repeat), device.framework_isa_env())
             row = {"network_arg": network, "network": inst.key, "device": name,
                    "host": host_identity(), "at": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()),
                    "threads": device.num_cores, "torch_isa": device.framework_isa_env(), **row}

@@ -8,8 +8,8 @@ network is extracted and compiled with the run's database as ``tcl tune`` does
 that records which fused functions the compile looked up and whether a tuned record was found
 (cause (b): a record that does not apply); kernels map to tasks by structural hash. Each task's
 best record is also built as the tuning's builder built it (``tcl.measure.builder``) and measured
-again by ``tcl tune``'s runner (``make_runner``). The compiled network then runs in a fresh
-process pinned like ``tcl tune``'s timing (``tcl.measure.runner.pin_worker``):
+again by ``tcl tune``'s runner (the device's ``DeviceKind.runner``). The compiled network then
+runs where ``tcl tune`` times it (the device's ``DeviceKind.timer``: a fresh pinned process):
 
 - end to end with ``tcl.tune.measure_in_pinned_process`` (the timer ``tcl tune`` uses), and as
   the median of plain runs alternating with the profiled ones (both see the same load);
@@ -32,11 +32,8 @@ the measurements. Reads the run directory only (its database is opened from a co
 from __future__ import annotations
 
 import argparse
-import concurrent.futures as cf
-import functools
 import json
 import math
-import multiprocessing
 import os
 import shutil
 import statistics
@@ -347,9 +344,10 @@ def _kernel_module(lib, name: str):
     raise TclError(f"kernel {name} is not in the compiled library")
 
 
-def measure_pinned(lib_file: str, inputs: list, num_cores: int, number: int, repeat: int,
-                   min_repeat_ms: int, repeats: int, as_tuned: dict[str, str]) -> dict:
-    """Runs pinned to the profile's cores: the network end to end (tcl tune's timer), its calls
+def measure_pinned(lib_file: str, inputs: list, num_cores: int, timing, repeats: int,
+                   as_tuned: dict[str, str]) -> dict:
+    """Runs pinned to the profile's cores: the network end to end (tcl tune's timer and its
+    ``timing``, a ``TimingProtocol``: kernels alone are timed with its settings too), its calls
     under the VM instrument (``repeats`` runs), and each kernel alone; ``as_tuned``: kernel ->
     its task's best record as the tuning built it (timed alone too, on the runner's inputs)."""
     import time
@@ -359,8 +357,9 @@ def measure_pinned(lib_file: str, inputs: list, num_cores: int, number: int, rep
 
     from tcl.tune import measure_in_pinned_process
 
-    _, mean, std, _, _ = measure_in_pinned_process(lib_file, inputs, num_cores, number, repeat,
-                                                min_repeat_ms, None, {})
+    _, mean, std, _, _ = measure_in_pinned_process(lib_file, inputs, num_cores, timing, None,
+                                                   {})
+    number, repeat, min_repeat_ms = timing.number, timing.repeat, timing.min_repeat_ms
     dev = tvm.cpu()
     lib = tvm.runtime.load_module(lib_file)
     plain, vm = relax.VirtualMachine(lib, dev), relax.VirtualMachine(lib, dev)
@@ -422,23 +421,22 @@ def measure_pinned(lib_file: str, inputs: list, num_cores: int, number: int, rep
 
 def remeasure(device, tasks: dict[str, dict]) -> dict[str, float]:
     """Each task's best record (as the tuning built it) measured again by tcl tune's runner
-    (``tcl.measure.runner.make_runner``), now: task name -> ms (the mean of its repeats)."""
-    from tcl.measure.runner import make_runner, runner_device_type
+    (the device's ``DeviceKind.runner``), now: task name -> ms (the mean of its repeats)."""
+    from tcl.measure.devices import create
     from tcl.online import run_latency
     from tcl.tvm_compat import meta_schedule
 
-    ms = meta_schedule()
+    ms, kind = meta_schedule(), create(device)
     names = [t for t, info in tasks.items() if "as_tuned" in info]
-    inputs = [ms.runner.RunnerInput(tasks[t]["as_tuned"], runner_device_type(device),
+    inputs = [ms.runner.RunnerInput(tasks[t]["as_tuned"], kind.runner_device_type(),
                                     tasks[t].pop("args")) for t in names]
     return {name: run_latency(future.result()) * 1e3
-            for name, future in zip(names, make_runner(device).run(inputs))}
+            for name, future in zip(names, kind.runner().run(inputs))}
 
 
 def gap(paths: Paths, run_dir: Path, repeats: int) -> dict:
     """One run directory's gap table (``attribute``'s numbers) and what it was made from."""
-    from tcl.measure.interrupt import quiet_interrupts
-    from tcl.measure.runner import pin_worker
+    from tcl.measure.devices import create
 
     run = load_run(run_dir)
     with tempfile.TemporaryDirectory() as tmp:
@@ -446,13 +444,10 @@ def gap(paths: Paths, run_dir: Path, repeats: int) -> dict:
         as_tuned = {k: tasks[t]["as_tuned"] for k, t in kernel_task.items()
                     if "as_tuned" in tasks[t]}
         runner_now = remeasure(device, tasks)
-        m = device.measure
-        with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                    initializer=functools.partial(quiet_interrupts, pin_worker,
-                                                                  device.num_cores)) as pool:
-            got = pool.submit(measure_pinned, str(Path(tmp) / "network.so"), inputs,
-                              device.num_cores, m.number, max(m.repeat, 5), m.min_repeat_ms,
-                              repeats, as_tuned).result()
+        kind = create(device)
+        with kind.timer() as run_pinned:
+            got = run_pinned(measure_pinned, str(Path(tmp) / "network.so"), inputs,
+                             device.num_cores, kind.timing, repeats, as_tuned)
     for kernel, task in kernel_task.items():
         if task in runner_now and kernel in got["alone"]:
             got["alone"][kernel]["remeasured"] = runner_now[task]

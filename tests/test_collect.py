@@ -118,12 +118,12 @@ def test_a_pipelined_collection_measures_what_a_plain_one_does(collected, tmp_pa
 
 
 def test_a_pipelined_collection_without_a_spare_cpu_is_refused(monkeypatch):
-    from tcl.measure import runner
+    from tcl.measure.devices import create
 
-    monkeypatch.setattr(runner.os, "sched_getaffinity", lambda _pid: {0})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
     with pytest.raises(TclError, match="pipelined collection builds on cores cpu-avx2-1c does "
                                        "not use.*1 cpu"):
-        runner.build_cpus(BUILTIN_DEVICES["cpu-avx2-1c"])
+        create(BUILTIN_DEVICES["cpu-avx2-1c"]).build_cpus()
 
 
 def test_a_stuck_build_times_out_alone_and_the_builds_after_it_still_build():
@@ -158,7 +158,6 @@ def test_the_pipelines_measurements_pipeline_only_where_a_core_is_free(monkeypat
     instead of refused."""
     import yaml
 
-    from tcl.measure import runner
     from tcl.pipeline.inputs import collect_options
     from tcl.pipeline.params import load_params
 
@@ -167,7 +166,7 @@ def test_the_pipelines_measurements_pipeline_only_where_a_core_is_free(monkeypat
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     params = load_params(tmp_path / "params.yaml", check_models=False)
     one, two = BUILTIN_DEVICES["cpu-avx2-1c"], BUILTIN_DEVICES["cpu-avx2"]
-    monkeypatch.setattr(runner.os, "sched_getaffinity", lambda _pid: {0, 1})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
     assert collect_options(params, one)["pipelined"] is True
     assert collect_options(params, two)["pipelined"] is False
     raw["measure"]["pipelined"] = False

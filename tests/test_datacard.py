@@ -5,7 +5,8 @@ from conftest import matmul_task, write_tasks
 from tcl import datacard
 from tcl.cli import main
 from tcl.config import TclError
-from tcl.store.devices import BUILTIN_DEVICES, check_runnable
+from tcl.measure.devices import create
+from tcl.store.devices import BUILTIN_DEVICES
 from tcl.measure.collect import collect
 from tcl.sampling import ensure_candidates
 
@@ -20,7 +21,7 @@ def measured(tmp_path_factory):
 
     for d in DEVICES:
         try:
-            check_runnable(d)
+            create(d).check_runnable()
         except TclError as e:
             pytest.skip(str(e))
     paths = Paths(tmp_path_factory.mktemp("card") / "data")

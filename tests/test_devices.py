@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 
 from tcl.config import TclError
-from tcl.store.devices import BUILTIN_DEVICES, Device, DeviceRegistry, check_runnable, make_target
+from tcl.measure.devices import create
+from tcl.store.devices import BUILTIN_DEVICES, Device, DeviceRegistry, make_target
 
 
 def test_builtin_profiles_are_distinct_platforms():
@@ -38,7 +39,7 @@ def test_add_device_persists_and_remote_needs_tracker(paths):
     reg.add("board", '{"kind": "llvm", "mcpu": "cortex-a72", "mtriple": "aarch64-linux-gnu"}',
             rpc_key="rasp4", tracker="127.0.0.1:9190")
     board = DeviceRegistry(paths).get("board")
-    assert board.is_remote and board.host_cpu == "rpc:rasp4@127.0.0.1:9190"
+    assert board.kind == "rpc" and board.host_cpu == "rpc:rasp4@127.0.0.1:9190"
     with pytest.raises(TclError, match="both --rpc-key and --tracker"):
         reg.add("half", '{"kind": "llvm"}', rpc_key="k")
     with pytest.raises(TclError, match="built-in"):
@@ -50,8 +51,8 @@ def test_profile_the_host_cannot_run_is_refused(monkeypatch):
 
     monkeypatch.setattr(device, "host_cpu_flags", lambda: ZEN3_FLAGS)
     with pytest.raises(TclError, match="needs CPU features avx512f"):
-        check_runnable(BUILTIN_DEVICES["cpu-avx512"])
-    check_runnable(BUILTIN_DEVICES["cpu-avx2"])
+        create(BUILTIN_DEVICES["cpu-avx512"]).check_runnable()
+    create(BUILTIN_DEVICES["cpu-avx2"]).check_runnable()
 
 
 def test_frameworks_timed_beside_a_profile_run_at_its_isa():
@@ -208,7 +209,7 @@ def test_a_target_whose_mcpu_implies_features_the_host_lacks_is_refused(target, 
     Zen 3's flags: a profile that names no flag is refused for what its codegen uses."""
     with pytest.raises(TclError, match=f"device 'zen4-1c' needs CPU features .*{missing}.* "
                                        "that this host"):
-        check_runnable(Device("zen4-1c", target), host_flags=ZEN3_FLAGS, host_cpus=2)
+        create(Device("zen4-1c", target)).check_runnable(host_flags=ZEN3_FLAGS, host_cpus=2)
 
 
 @pytest.mark.parametrize("target", [
@@ -219,10 +220,10 @@ def test_a_target_whose_mcpu_implies_features_the_host_lacks_is_refused(target, 
     {"kind": "llvm", "mcpu": "skylake-avx512", "mattr": ["-avx512f"]},
 ])
 def test_a_target_within_the_hosts_features_runs_there(target):
-    check_runnable(Device("mine", target), host_flags=ZEN3_FLAGS, host_cpus=2)
-    assert check_runnable(BUILTIN_DEVICES["cpu-avx2"], host_flags=ZEN3_FLAGS) is None
+    create(Device("mine", target)).check_runnable(host_flags=ZEN3_FLAGS, host_cpus=2)
+    assert create(BUILTIN_DEVICES["cpu-avx2"]).check_runnable(host_flags=ZEN3_FLAGS) is None
     with pytest.raises(TclError, match="needs CPU features avx512f, avx512bw, avx512vl"):
-        check_runnable(BUILTIN_DEVICES["cpu-avx512"], host_flags=ZEN3_FLAGS)
+        create(BUILTIN_DEVICES["cpu-avx512"]).check_runnable(host_flags=ZEN3_FLAGS)
 
 
 def test_device_list_says_what_runs_on_this_host(paths, capsys):

@@ -108,13 +108,14 @@ def test_a_dry_run_of_a_device_this_host_cannot_run_is_refused(tmp_path, capsys,
     the host cannot run (bdver2: FMA4, XOP), refused by the run's own check."""
     import tcl.store.devices as devices
     from tcl.config import Paths
+    from tcl.measure.devices import create
 
     data = tmp_path / "data"
     devices.DeviceRegistry(Paths(data)).add("bulldozer", {"kind": "llvm", "mcpu": "bdver2"})
     monkeypatch.setattr(devices, "host_cpu_flags", lambda: frozenset({"sse4_2", "avx", "avx2"}))
     for name in ("cpu-avx512", "bulldozer"):
         with pytest.raises(devices.TclError) as run:
-            devices.check_runnable(devices.DeviceRegistry(Paths(data)).get(name))
+            create(devices.DeviceRegistry(Paths(data)).get(name)).check_runnable()
         line = _one_line_refusal(capsys, ["--data", str(data), "tune", "--network", "resnet18",
                                           "--device", name, "--dry-run"])
         assert line == f"tcl: error: {run.value}", line

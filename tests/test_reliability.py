@@ -151,7 +151,7 @@ def loopback():
 
 def test_measure_through_a_real_tracker_then_it_goes_away(zoo_root, loopback):
     from tcl.store.devices import DeviceRegistry
-    from tcl.measure.runner import tracker_problem
+    from tcl.measure.devices import create
 
     paths = Paths(zoo_root)
     target = json.dumps({"kind": "llvm", "mcpu": "haswell", "num-cores": 1})
@@ -160,8 +160,8 @@ def test_measure_through_a_real_tracker_then_it_goes_away(zoo_root, loopback):
                  "--timeout", "2", "--no-run"]
     subprocess.run(add, check=True, timeout=120, capture_output=True)
     device = DeviceRegistry(paths).get("board")
-    wait_for(lambda: "cannot reach" not in (tracker_problem(device) or ""), 60, "the tracker")
-    assert "no RPC server is registered under key 'loop'" in tracker_problem(device)
+    wait_for(lambda: "cannot reach" not in (create(device).problem() or ""), 60, "the tracker")
+    assert "no RPC server is registered under key 'loop'" in create(device).problem()
     collect = TCL + ["--data", str(zoo_root), "collect", "--device", "board", *ZOO]
 
     # No server yet: a clear error, nothing stored.
@@ -173,7 +173,7 @@ def test_measure_through_a_real_tracker_then_it_goes_away(zoo_root, loopback):
 
     # With a server: programs measured through the tracker.
     loopback.start_server()
-    wait_for(lambda: tracker_problem(device) is None, 60, "the server to register")
+    wait_for(lambda: create(device).problem() is None, 60, "the server to register")
     done = subprocess.run(collect + ["--programs-per-task", "2"], timeout=600,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

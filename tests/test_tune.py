@@ -119,6 +119,7 @@ def test_the_frameworks_a_user_would_run_instead_are_timed_for_real():
 
     import torch
 
+    from tcl.measure.devices.settings import TimingProtocol
     from tcl.tune.frameworks import eager_ms, onnxruntime_ms, onnxruntime_version
 
     class Sleeps(torch.nn.Module):
@@ -126,15 +127,15 @@ def test_the_frameworks_a_user_would_run_instead_are_timed_for_real():
             time.sleep(0.02)
             return x + 1
 
-    example = (torch.randn(4, 16),)
-    assert eager_ms(Sleeps().eval(), example, threads=1, repeat=3) >= 20.0
+    example, three = (torch.randn(4, 16),), TimingProtocol(repeat=3)
+    assert eager_ms(Sleeps().eval(), example, threads=1, timing=three) >= 20.0
     small = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU()).eval()
-    ort = onnxruntime_ms(small, example, threads=1, repeat=3)
+    ort = onnxruntime_ms(small, example, threads=1, timing=three)
     if not onnxruntime_version():
         assert ort != ort                                  # NaN: not installed, not guessed
         return
     big = torch.nn.Sequential(*[torch.nn.Linear(512, 512) for _ in range(8)]).eval()
-    assert onnxruntime_ms(big, (torch.randn(64, 512),), threads=1, repeat=3) > ort > 0
+    assert onnxruntime_ms(big, (torch.randn(64, 512),), threads=1, timing=three) > ort > 0
 
 
 def _retimes_keep_every_sitting(root, out, r, tmp_path) -> None:

@@ -11,11 +11,11 @@ from datetime import datetime
 import polars as pl
 
 from ..config import Paths, TclError
-from ..store.devices import DeviceRegistry, check_runnable
+from ..store.devices import DeviceRegistry
 from ..features import featurize
 from ..measure.active import Selection, measure_selected, plan_active, select_and_measure
 from ..measure.collect import collect, plan
-from ..measure.runner import build_cpus
+from ..measure.devices import create
 from ..measure.interrupt import Interrupted
 from ..registry import SPEC_HELP, resolve_model
 from ..sampling import MAX_PROGRAMS_PER_TASK
@@ -28,9 +28,10 @@ from .common import (MAX_SEED, _paths, _print_frame, _zoo_tasks, budget_arg, csv
 def cmd_collect(args) -> int:
     paths = _paths(args, writes=not args.dry_run)
     device = DeviceRegistry(paths).get(args.device)
-    check_runnable(device)
+    kind = create(device)
+    kind.check_runnable()
     if args.pipelined:   # the run's own refusal, dry run or not, before the zoo is extracted
-        build_cpus(device)
+        kind.build_cpus()
     tasks = _zoo_tasks(paths, args.networks, args.split, args.max_tasks, args.small,
                        extract=not args.dry_run)
     if args.deploy:

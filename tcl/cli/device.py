@@ -11,10 +11,10 @@ import psutil
 
 from ..config import TclError
 from ..hosts import check_this_host_may_measure, host_kind, measured_hosts, native_target
-from ..store.devices import (DeviceRegistry, MeasureSettings, check_cores, check_runnable,
+from ..store.devices import (Device, DeviceRegistry, MeasureSettings, check_cores,
                              host_identity)
 from ..pipeline.events import check_served_params, emit_device_added, server_configured
-from ..measure.runner import wait_for_tracker
+from ..measure.devices import create
 from ..pipeline.params import DEFAULT_FILE, load_params
 from .common import Parser, _paths, float_in, int_in, optional_params
 
@@ -52,9 +52,10 @@ def cmd_device(args) -> int:
     measured = measured_hosts(reg.paths)
     here = host_identity()
     for d in reg.all().values():
+        kind = create(d)
         try:
-            check_runnable(d)
-            ok = "runs here" if not d.is_remote else f"remote via {d.tracker}"
+            kind.check_runnable()
+            ok = kind.where
         except TclError as e:
             ok = f"NOT runnable here: {e}"
         hosts = sorted(measured.get(d.name, ()))
@@ -77,7 +78,8 @@ def _name_and_target(args, reg: DeviceRegistry) -> None:
         raise TclError("--this-host is this machine: it takes no --rpc-key or --tracker")
     check_cores(args.cores, "--cores")   # before the name: no znver3-3c on a 2-core host
     target = native_target(args.cores)
-    same = [d.name for d in reg.all().values() if d.target == target and not d.is_remote]
+    this = Device("this-host", target)   # what --this-host registers, but its name
+    same = [d.name for d in reg.all().values() if (d.target, d.kind) == (target, this.kind)]
     args.target = json.dumps(target)
     if args.name is None:
         args.name = same[0] if same else f"{target['mcpu']}-{args.cores}c"
@@ -99,7 +101,8 @@ def _tracker_check(args, params_given: str | None):
 
     def check(device) -> None:
         try:
-            wait_for_tracker(device, retries, delay, say=lambda s: print(s, file=sys.stderr))
+            create(device).wait_until_reachable(retries, delay,
+                                                say=lambda s: print(s, file=sys.stderr))
         except TclError as e:
             raise TclError(f"{e}; device {device.name!r} is not registered (start the tracker "
                            "and its RPC server, then add the device again)") from None

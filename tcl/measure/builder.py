@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..tvm_compat import meta_schedule
 from .interrupt import held_interrupts, quiet_interrupts
+from .devices.settings import SETTINGS
 
 
 def fast_build(mod, target, _params):
@@ -19,7 +20,8 @@ def fast_build(mod, target, _params):
     return tvm_build(mod, target=target)
 
 
-def local_builder(max_workers: int | None = None, timeout_sec: float = 60.0):
+def local_builder(max_workers: int | None = None,
+                  timeout_sec: float = SETTINGS.build_timeout_s):
     """MetaSchedule's LocalBuilder using :func:`fast_build` (a pipelined collection builds in
     ``tcl.measure.pooled_builder``'s pool instead, pinned off the device's cores). Its workers
     end silently on a Ctrl-C (``quiet_interrupts``), as a runner's do."""

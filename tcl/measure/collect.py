@@ -35,15 +35,13 @@ from ..config import Paths, TclError
 from ..progress import replan
 from ..sampling import (MAX_PROGRAMS_PER_TASK, apply_trace, ensure_candidates, load_candidates,
                         sample_programs)
-from ..store.devices import Device, check_runnable
+from ..store.devices import Device
 from ..store.locks import try_lock, wait_for_lock
 from ..store.records import RecordStore, now_utc, program_id, record_id
 from ..tvm_compat import meta_schedule
-from .builder import local_builder
-from .pooled_builder import pooled_builder
+from .devices import create
+from .devices.base import DeviceKind, stop_runner
 from .interrupt import InfrastructureFailure, Interrupted, StopGuard, shielded
-from .runner import (build_cpus, make_runner, runner_device_type, stop_runner,
-                     tracker_problem)
 
 DEFAULT_RECORDS_PER_SEC = 3.0  # measured on the 2-core reference machine (environment notes)
 # Seconds between progress lines of a collection given a ``report`` callback (a batch of 64
@@ -156,7 +154,8 @@ def probe_rate(paths: Paths, device: Device, tasks: pl.DataFrame, seconds: float
     has none. Nothing is stored (a dry run's estimate with no similar device to go by)."""
     import tvm
 
-    check_runnable(device)
+    kind = create(device)
+    kind.check_runnable()
     stats, builder, runner, done = CollectStats(), None, None, 0
     start = time.perf_counter()
     # stopped as a collection is (``collect``): the workers start with SIGINT blocked, a
@@ -172,8 +171,8 @@ def probe_rate(paths: Paths, device: Device, tasks: pl.DataFrame, seconds: float
                     "trace_json"].to_list() or [t for t, _ in sample_programs(mod, batch_size,
                                                                             seed=0)]
                 if builder is None:
-                    builder, runner = local_builder(), shielded(make_runner, device)
-                rows = shielded(_measure_batch, device,
+                    builder, runner = kind.builder(), shielded(kind.runner)
+                rows = shielded(_measure_batch, kind,
                                 [Job(row["task_id"], mod, t) for t in traces], builder, runner,
                                 stats)
                 done += len(rows)
@@ -246,11 +245,12 @@ class _Built:
     row: Callable
 
 
-def _build_batch(device: Device, jobs: list[Job], builder, stats: CollectStats) -> _Built:
+def _build_batch(kind: DeviceKind, jobs: list[Job], builder, stats: CollectStats) -> _Built:
     """Build every job of the batch; one row per job that failed to build."""
     import tvm
 
     ms = meta_schedule()
+    device = kind.device
     target = device.tvm_target()
     base = {"device": device.name, "host_cpu": device.host_cpu,
             "target": json.dumps(device.target, sort_keys=True), "source": "collect",
@@ -286,13 +286,13 @@ def _build_batch(device: Device, jobs: list[Job], builder, stats: CollectStats) 
             rows.append(row(job, "build_error", res.error_msg.strip()[-2000:], [], per_build))
             continue
         args = ms.arg_info.ArgInfo.from_prim_func(inp.mod["main"])
-        run_inputs.append(ms.runner.RunnerInput(res.artifact_path, runner_device_type(device),
+        run_inputs.append(ms.runner.RunnerInput(res.artifact_path, kind.runner_device_type(),
                                                 args))
         run_slots.append((job, res.artifact_path))
     return _Built(rows, run_inputs, run_slots, per_build, row)
 
 
-def _run_batch(device: Device, built: _Built, runner, stats: CollectStats) -> list[dict]:
+def _run_batch(kind: DeviceKind, built: _Built, runner, stats: CollectStats) -> list[dict]:
     """Run the built programs one by one; one row per job of the batch (status ``infra`` marks
     a failure of the runner or the RPC link, not of the program)."""
     rows = list(built.rows)
@@ -301,7 +301,7 @@ def _run_batch(device: Device, built: _Built, runner, stats: CollectStats) -> li
     # type (through the FFI an RPCRunnerFuture comes back as a bare RunnerFuture).
     stats.phase, stats.ran = "running", 0
     futures = getattr(runner, "_inst", runner).run(built.run_inputs) if built.run_inputs else []
-    results = _results(futures, rpc_answer_secs(device), stats)
+    results = _results(futures, rpc_answer_secs(kind.device), stats)
     stats.run_secs += time.perf_counter() - t0
     for (job, artifact), res in zip(built.run_slots, results):
         if res.error_msg:
@@ -314,10 +314,10 @@ def _run_batch(device: Device, built: _Built, runner, stats: CollectStats) -> li
     return rows
 
 
-def _measure_batch(device: Device, jobs: list[Job], builder, runner,
+def _measure_batch(kind: DeviceKind, jobs: list[Job], builder, runner,
                    stats: CollectStats) -> list[dict]:
     """Build every job of the batch, then run the built ones one by one; one row per job."""
-    return _run_batch(device, _build_batch(device, jobs, builder, stats), runner, stats)
+    return _run_batch(kind, _build_batch(kind, jobs, builder, stats), runner, stats)
 
 
 @dataclass
@@ -515,7 +515,7 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
     share one start. ``builder`` is any MetaSchedule Builder (default: LocalBuilder with
     tcl's build function). ``pipelined``: the next batch builds while this one runs; the
     default builder is then a pooled one on the cores this process may use beyond the
-    device's (``build_cpus``). Raises :class:`Interrupted` on SIGINT/SIGTERM and
+    device's (``DeviceKind.build_cpus``). Raises :class:`Interrupted` on SIGINT/SIGTERM and
     :class:`InfrastructureFailure` when the tracker or the runner fails, after storing every
     finished measurement and nothing that the failure cut short.
     """
@@ -523,7 +523,8 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
 
     if batch_size < 1:
         raise TclError(f"batch size must be >= 1, got {batch_size}")
-    check_runnable(device)
+    kind = create(device)
+    kind.check_runnable()
     the_plan = plan(paths, device, tasks, programs_per_task, program_ids)
     store = RecordStore(paths)
     stats = CollectStats()
@@ -534,7 +535,7 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
                desc=f"collect {device.name}")
     guard = StopGuard()
     locks = _TaskLocks(paths, device.name, stop=lambda: guard.interrupted)
-    spare = build_cpus(device) if pipelined else None   # refused before anything starts
+    spare = kind.build_cpus() if pipelined else None   # refused before anything starts
     # the thread that builds ahead applies the traces itself: it keeps off the device's cores
     pool = concurrent.futures.ThreadPoolExecutor(
         1, thread_name_prefix="tcl-build-ahead",
@@ -561,27 +562,27 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
                     if not batch:   # a FLUSH with nothing pending: the locks are free now
                         item = next(batches, None)
                         continue
-                    problem = tracker_problem(device)
+                    problem = kind.problem()
                     if problem:   # a batch built ahead is counted below
                         stats.dropped += len(batch) if ahead is None else 0
-                        raise InfrastructureFailure(_infra_message(device, problem, stats))
+                        raise InfrastructureFailure(_infra_message(kind, problem, stats))
                     if runner is None:
                         # pipelined: workers started once, on the spare cores (LocalBuilder
                         # would start a pool per batch on them; benchmarks/collect.py)
                         if builder is None and pipelined:
-                            builder = own = pooled_builder(cpus=spare)
-                        builder = builder or local_builder()
-                        runner = shielded(make_runner, device, **(runner_kwargs or {}))
+                            builder = own = kind.builder(pooled=True, cpus=spare)
+                        builder = builder or kind.builder()
+                        runner = shielded(kind.runner, **(runner_kwargs or {}))
                     built = _result(ahead) if ahead is not None else \
-                        shielded(_build_batch, device, batch, builder, stats)
+                        shielded(_build_batch, kind, batch, builder, stats)
                     ahead, item = None, None
                     if pipelined and not flush:   # never waits for a lock: it would FLUSH first
                         item = next(batches, None)
                         if item is not None and item[0]:
-                            ahead = pool.submit(shielded, _build_batch, device, item[0], builder,
+                            ahead = pool.submit(shielded, _build_batch, kind, item[0], builder,
                                                 stats)
-                    rows = shielded(_run_batch, device, built, runner, stats)
-                    rows, failure = _keep(rows, device, guard)
+                    rows = shielded(_run_batch, kind, built, runner, stats)
+                    rows, failure = _keep(rows, kind, guard)
                     _store(store, rows, stats, locks, batch)
                     if not replanned and stats.measured:
                         replanned = True
@@ -596,7 +597,7 @@ def collect(paths: Paths, device: Device, tasks: pl.DataFrame, programs_per_task
                     if on_batch:
                         on_batch(stats)
                     if failure:
-                        raise InfrastructureFailure(_infra_message(device, failure, stats))
+                        raise InfrastructureFailure(_infra_message(kind, failure, stats))
                     if not pipelined or flush:
                         item = next(batches, None)
             finally:
@@ -629,16 +630,16 @@ def _result(future: concurrent.futures.Future):
             continue
 
 
-def _keep(rows: list[dict], device: Device, guard: StopGuard) -> tuple[list[dict], str | None]:
+def _keep(rows: list[dict], kind: DeviceKind, guard: StopGuard) -> tuple[list[dict], str | None]:
     """The rows to store, and what failed when the batch says the infrastructure did."""
     if guard.interrupted:  # the signal killed the workers: only finished measurements count
         return [r for r in rows if r["status"] == "ok"], None
     infra = [r for r in rows if r["status"] == "infra"]
     rows = [r for r in rows if r["status"] != "infra"]
     failure = (infra[0]["error"].strip().splitlines()[-1][:300]) if infra else None
-    if device.is_remote and any(r["status"] != "ok" for r in rows):
-        # A tracker that went away mid-batch can look like timeouts: ask it again.
-        problem = tracker_problem(device)
+    if any(r["status"] != "ok" for r in rows):
+        # A tracker that went away mid-batch can look like timeouts: ask the device again.
+        problem = kind.problem()
         if problem:
             return [r for r in rows if r["status"] == "ok"], problem
     return rows, failure
@@ -658,8 +659,7 @@ def _store(store: RecordStore, rows: list[dict], stats: CollectStats, locks: _Ta
             locks.release(job.task_id)
 
 
-def _infra_message(device: Device, problem: str, stats: CollectStats) -> str:
-    where = f"tracker {device.tracker} (key {device.rpc_key})" if device.is_remote else "runner"
-    return (f"measurement on {device.name} stopped: the {where} failed ({problem}); kept "
-            f"{stats.measured} records, {stats.dropped} programs not stored as errors; run "
-            "again when it is back to measure them")
+def _infra_message(kind: DeviceKind, problem: str, stats: CollectStats) -> str:
+    return (f"measurement on {kind.device.name} stopped: the {kind.failing_part} failed "
+            f"({problem}); kept {stats.measured} records, {stats.dropped} programs not stored "
+            "as errors; run again when it is back to measure them")

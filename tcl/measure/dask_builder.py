@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from ..tvm_compat import meta_schedule
 from .builder import build_to_bytes, builder_result
+from .devices.settings import SETTINGS
 
 
-def dask_builder(client, timeout_sec: float = 60.0):
+def dask_builder(client, timeout_sec: float = SETTINGS.build_timeout_s):
     """A MetaSchedule ``Builder`` that builds on the cluster behind ``client``
     (a ``distributed.Client``); a build still running after ``timeout_sec`` per program of the
     batch fails as a timed-out build, as in LocalBuilder."""

@@ -20,10 +20,12 @@ import time
 
 from ..tvm_compat import meta_schedule
 from .builder import build_to_bytes, builder_result
+from .devices.settings import SETTINGS
 from .interrupt import held_interrupts, quiet_interrupts
 
 
-def pooled_builder(max_workers: int | None = None, timeout_sec: float = 60.0,
+def pooled_builder(max_workers: int | None = None,
+                   timeout_sec: float = SETTINGS.build_timeout_s,
                    cpus: set[int] | None = None, build=build_to_bytes):
     """A MetaSchedule ``Builder`` building in a long-lived pool of ``max_workers`` processes
     (default: one per CPU this process may use); ``cpus``: the workers build on these only,

@@ -14,21 +14,6 @@ from dataclasses import dataclass
 from ..tvm_compat import meta_schedule
 
 
-def median_ms(fn, repeat: int, warmup: int = 3) -> float:
-    """Median wall time of ``fn()`` in ms over ``repeat`` calls, after ``warmup`` calls: how
-    frameworks that time themselves (PyTorch, onnxruntime) are compared with TVM's evaluator."""
-    import numpy as np
-
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return float(np.median(times))
-
-
 @dataclass
 class Stopwatch:
     build_s: float = 0.0       # in the builder's build()

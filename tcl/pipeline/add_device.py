@@ -396,8 +396,8 @@ def plan_add_device(params: Params, device: Device, probe_s: float = PROBE_S,
 def similar_device(params: Params, device: Device) -> tuple[str, float, str] | None:
     """(name, records/s, why) of the registered device most like ``device`` (itself, once it has
     records) with enough records for a rate (``records_rate``): same host first, then the same
-    core count and CPU; only devices of the same target kind and host kind (local or remote);
-    None when none has enough."""
+    core count and CPU; only devices of the same target kind and device kind (``Device.kind``:
+    a CPU of this host, a board behind a tracker); None when none has enough."""
     store = RecordStore(params.paths)
     # A rate is the hardware's: only the full host identity counts as the same host (records
     # from before hosts were told apart carry the bare model name of any host of that model).
@@ -405,7 +405,7 @@ def similar_device(params: Params, device: Device) -> tuple[str, float, str] | N
     best = None
     for name, other in DeviceRegistry(params.paths).all().items():   # itself, if it has some
         if other.target.get("kind") != device.target.get("kind") \
-                or other.is_remote != device.is_remote:
+                or other.kind != device.kind:
             continue
         frame = store.read(name, columns=["measured_at", "host_cpu"])
         if frame.is_empty():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 
 from ..measure.active import Selection
-from ..measure.runner import can_pipeline
+from ..measure.devices import create
 from ..store.devices import Device
 from ..zoo.extract import select_tasks
 from .params import Params
@@ -43,7 +43,7 @@ def collect_options(params: Params, device: Device) -> dict[str, int | bool]:
     batch builds while this one runs (``measure.pipelined``, where ``device`` leaves a core
     free: a device that uses every core is measured batch after batch)."""
     return {"seed": params.sample.seed, "batch_size": params.measure.batch_size,
-            "pipelined": params.measure.pipelined and can_pipeline(device)}
+            "pipelined": params.measure.pipelined and create(device).can_pipeline()}
 
 
 def retry_options(params: Params) -> dict[str, float]:

@@ -54,11 +54,16 @@ class Device:
     # CPU flags the host needs to run this profile's code (checked for local devices).
     requires_flags: tuple[str, ...] = ()
     description: str = ""
+    # How it builds, runs and is timed: a kind of ``tcl.measure.devices.DEVICE_KINDS``. Left
+    # empty, named here, where every device is made: a board behind a tracker, else this host's.
+    kind: str = ""
 
     def __post_init__(self) -> None:
         # the one edge of every device (added, read from devices.json, built in): its name
         # becomes record paths and rows, so an older tcl's non-ASCII name is refused here too
         check_name(self.name, "device name")
+        if not self.kind:
+            object.__setattr__(self, "kind", self._usual_kind())
 
     @property
     def is_remote(self) -> bool:
@@ -109,15 +114,24 @@ class Device:
         return {} if caps is None else {"ATEN_CPU_CAPABILITY": caps[0],
                                         "ONEDNN_MAX_CPU_ISA": caps[1]}
 
+    def _usual_kind(self) -> str:
+        return "rpc" if self.is_remote else "local"
+
+    def _named_kind(self) -> dict[str, str]:
+        """``{"kind": ...}`` for a kind other than the usual one, else nothing: the definition
+        and the file of every device made before kinds were named stay as they were."""
+        return {} if self.kind == self._usual_kind() else {"kind": self.kind}
+
     def definition(self) -> dict[str, Any]:
         """What makes the device the device it is: its target, how and where it is measured."""
         return {"target": self.target, "measure": asdict(self.measure),
-                "rpc_key": self.rpc_key, "tracker": self.tracker}
+                "rpc_key": self.rpc_key, "tracker": self.tracker, **self._named_kind()}
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["requires_flags"] = list(self.requires_flags)
-        return d
+        del d["kind"]
+        return {**d, **self._named_kind()}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Device":
@@ -394,24 +408,6 @@ def check_distinct(name: str, known: dict[str, Device]) -> None:
     if same:
         raise TclError(f"device name {name!r} differs from the known device {same[0]!r} only in "
                        "case; choose another name")
-
-
-def check_runnable(device: Device, host_flags: frozenset[str] | None = None,
-                   host_cpus: int | None = None) -> None:
-    """Refuse a local profile whose code this host cannot execute, before any build: a CPU
-    feature it names (``requires_flags``) or its target implies (``isa_flags``) that the host
-    lacks, or more cores than this process may use (``check_cores``). ``host_flags`` and
-    ``host_cpus``: another host's (default: this one's)."""
-    device.tvm_target()
-    if device.is_remote:
-        return
-    flags = host_cpu_flags() if host_flags is None else host_flags
-    needed = dict.fromkeys([*device.requires_flags, *sorted(isa_flags(device.target))])
-    missing = [f for f in needed if f not in flags]
-    if missing:
-        raise TclError(f"device {device.name!r} needs CPU features {', '.join(missing)} that this "
-                       f"host ({host_cpu_model()}) lacks; pick another profile (`tcl device list`)")
-    check_cores(device.num_cores, f"device {device.name!r} num-cores", host_cpus)
 
 
 # The failed-device state: devices whose last add-device run measured nothing usable

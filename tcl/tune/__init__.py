@@ -15,7 +15,8 @@ The modules, each importing only those above it in this list:
 - ``result``: ``TuneResult`` and the lines printed about it;
 - ``resume``: what an output directory holds, and resuming an interrupted run there;
 - ``curve``: the curve as the search measures, and its files;
-- ``run``: ``tune_network`` and the cost model it searches with.
+- ``run``: ``tune_network`` (four steps: ``prepare``, ``search``, ``verify``, ``finish``) and
+  the cost model it searches with.
 
 Everything a caller needs is imported here: ``from tcl.tune import tune_network``.
 """

@@ -1,8 +1,8 @@
 """What a user would run instead of a tuned network: PyTorch eager and onnxruntime, timed in the
 calling process, on its cores, with ``threads`` threads each.
 
-Both are timed as ``median_ms`` times them (the median of ``repeat`` calls after warm-up), so
-their figures compare with each other across runs. onnxruntime is optional (``pip install -e
+Both are timed by the device's ``TimingProtocol`` (``framework_ms``: the median of its ``repeat``
+calls after warm-up), so their figures compare with each other across runs. onnxruntime is optional (``pip install -e
 ".[baselines]"``): without it ``onnxruntime_ms`` is NaN. It has no ISA cap, unlike PyTorch
 (``Device.framework_isa_env``): on a device capped below the host's ISA it runs the host's.
 """
@@ -11,16 +11,16 @@ from __future__ import annotations
 import math
 import tempfile
 
-from ..measure.timed import median_ms
+from ..measure.devices.settings import TimingProtocol
 
 
-def eager_ms(model, example: tuple, threads: int, repeat: int) -> float:
-    """PyTorch eager's median latency of ``model(*example)`` in ms."""
+def eager_ms(model, example: tuple, threads: int, timing: TimingProtocol) -> float:
+    """PyTorch eager's latency of ``model(*example)`` in ms, as ``timing`` times a framework."""
     import torch
 
     torch.set_num_threads(threads)
     with torch.no_grad():
-        return median_ms(lambda: model(*example), repeat)
+        return timing.framework_ms(lambda: model(*example))
 
 
 def onnxruntime_version() -> str | None:
@@ -50,10 +50,10 @@ def onnxruntime_session(model, example: tuple, threads: int, profile_prefix: str
     return session, {i.name: x.numpy() for i, x in zip(session.get_inputs(), example)}
 
 
-def onnxruntime_ms(model, example: tuple, threads: int, repeat: int) -> float:
-    """onnxruntime's median latency in ms of ``model`` (``onnxruntime_session``); NaN where it
-    is not installed."""
+def onnxruntime_ms(model, example: tuple, threads: int, timing: TimingProtocol) -> float:
+    """onnxruntime's latency in ms of ``model`` (``onnxruntime_session``), as ``timing`` times a
+    framework; NaN where it is not installed."""
     if onnxruntime_version() is None:
         return math.nan
     session, feeds = onnxruntime_session(model, example, threads)
-    return median_ms(lambda: session.run(None, feeds), repeat)
+    return timing.framework_ms(lambda: session.run(None, feeds))

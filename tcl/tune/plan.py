@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from ..config import Paths, TclError
 from ..measure.collect import throughput
 from ..registry import check_model_spec
-from ..store.devices import Device, DeviceRegistry, check_runnable
+from ..measure.devices import create
+from ..store.devices import Device, DeviceRegistry
 from ..store.records import RecordStore
 from ..zoo.extract import load_networks
 from .expect import expected_latency
@@ -46,13 +47,13 @@ ASSUMED_SEARCH_S_PER_SCORED = 0.01
 
 
 def tunable_device(paths: Paths, name: str) -> Device:
-    """The device ``name``, if this host can tune it: a local device (``tcl tune`` times the
-    compiled network on this host) whose code it can run. The run's check and its dry run's."""
+    """The device ``name``, if this host can tune it: a device whose code it can run and whose
+    compiled network it can time (``DeviceKind.check_can_time``). The run's check and its dry
+    run's."""
     device = DeviceRegistry(paths).get(name)
-    check_runnable(device)
-    if device.is_remote:
-        raise TclError(f"device {name!r} is remote: tcl tune times the compiled network "
-                       "on this host, so it tunes local devices only")
+    kind = create(device)
+    kind.check_runnable()
+    kind.check_can_time()
     return device
 
 

@@ -23,19 +23,21 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..config import Paths, TclError, atomic_write
 from ..dataset import load_program_set, tune_source
 from ..measure.msjson import import_database
-from ..measure.pooled_builder import pooled_builder
-from ..measure.runner import make_runner, stop_runner
+from ..measure.devices import create
+from ..measure.devices.base import stop_runner
 from ..measure.timed import Stopwatch, timed
 from ..progress import Progress
 from ..registry import resolve_model
+from ..store.devices import Device
 from ..store.records import task_id_of
 from ..train import holdout_task_ids
 from ..tvm_compat import meta_schedule
@@ -46,7 +48,7 @@ from .plan import (ONLINE, SCHEDULERS, plan_tuning, resolve_instance, task_sched
                    trials_per_iter, tunable_device, tuning_defaults)
 from .result import TuneResult
 from .resume import CURVE_FILE, RUN_FILE, ResumeState, prepare_out, resume_state
-from .timing import time_compiled, time_split
+from .timing import Timed, time_compiled, time_split
 
 TOLERANCE = {"rtol": 1e-3, "atol": 1e-3}             # tuned outputs against PyTorch's, fp32
 
@@ -108,7 +110,78 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     ``run_suffix``). An interrupted run of this device with other parameters found there is
     moved aside (``set_aside``: its records join the store, and this run starts over) or
     refused; None: moved aside from the default directory, refused from one the caller named
-    (``tcl tune --out``: ``resume.prepare_out``)."""
+    (``tcl tune --out``: ``resume.prepare_out``).
+
+    Four steps: ``prepare`` (the run settled, its directory and tasks), ``search`` (MetaSchedule
+    measures the trials), ``verify`` (the network compiled, checked against PyTorch and timed)
+    and ``finish`` (the records stored, the summary written)."""
+    run = prepare(paths, network, device_name, model, trials=trials, update=update, seed=seed,
+                  population=population, generations=generations, scheduler=scheduler,
+                  layout=layout, fast_math=fast_math, fuse=fuse, out=out, progress=progress,
+                  any_device=any_device, set_aside=set_aside)
+    searched = search(run)
+    return finish(run, searched, verify(run))
+
+
+@dataclass
+class Prepared:
+    """A run settled, its directory written and its tasks extracted (``prepare``): what the
+    search, the check and the summary work from."""
+
+    paths: Paths
+    inst: Any                  # the network instance (``resolve_instance``)
+    device: Device
+    settings: dict             # RUN_FILE's: what a resume must find the same
+    layout: str
+    fast_math: bool
+    fuse: bool
+    what: str                  # the cost model, in words
+    out: Path
+    resuming: bool
+    net: Any                   # the PyTorch module, and its example inputs
+    example: Any
+    target: Any
+    mod: Any                   # the Relax module tuned and compiled
+    tasks: list
+    per_iter: int              # trials per task per round
+    scheduler: str             # MetaSchedule's task scheduler (``task_scheduler``)
+    before: ResumeState        # what an interrupted run here had measured
+    todo: list[int]            # the tasks this process tunes
+    left: int                  # the trials left to measure
+    scored: Any                # the cost model, counting its seconds (``ScoredCostModel``)
+    callback: Any              # the progress callback (``progress_callback``)
+    database: Any              # MetaSchedule's JSONDatabase in ``out``
+
+
+@dataclass
+class Searched:
+    """What the search did (``search``): its wall time and where it went."""
+
+    tune_s: float
+    watch: Stopwatch           # building and running, as the timed builder and runner counted
+    split: dict                # ``time_split``
+    scoring: dict
+    online: dict               # the model's quality on what the search measured (tcl.online)
+
+
+@dataclass
+class Verified:
+    """The compiled network (``verify``): its compile time, its time and the frameworks', and
+    its largest difference from PyTorch."""
+
+    compile_s: float
+    timed: Timed
+    max_abs_err: float
+
+
+def prepare(paths: Paths, network: str, device_name: str, model: str, *, trials: int,
+            update: str | None, seed: int, population: int | None, generations: int | None,
+            scheduler: str, layout: str, fast_math: bool, fuse: bool, out: str | Path | None,
+            progress: bool, any_device: bool, set_aside: bool | None) -> Prepared:
+    """``tune_network``'s first step, with its arguments (their defaults are its): the settings
+    checked and the model's defaults filled in, the run's directory made (or an interrupted run
+    there resumed: ``resume.prepare_out``) with its run file, the network extracted into tasks,
+    and the cost model, progress callback and database the search uses."""
     import torch
 
     update, population, generations = tuning_defaults(model, update, population, generations)
@@ -172,27 +245,41 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
                                  planned_rate=planned)
     (out / "database").mkdir(exist_ok=True)
     database = ms.database.JSONDatabase(work_dir=str(out / "database"))
+    return Prepared(paths, inst, device, run, layout, fast_math, fuse, what, out, resuming, net,
+                    example, target, mod, tasks, per_iter, kind, before, todo, left, scored,
+                    callback, database)
+
+
+def search(run: Prepared) -> Searched:
+    """``tune_network``'s second step: MetaSchedule's search measures the trials left on the
+    device's builder and runner (timed: ``Stopwatch``), then stops their workers, on a Ctrl-C
+    too."""
+    ms = meta_schedule()
+    population, generations = run.settings["population"], run.settings["generations"]
     _reset_meta_schedule_logging()
     start = time.perf_counter()
     strategy = ms.search_strategy.EvolutionarySearch(
         population_size=population, init_min_unmeasured=min(50, population),
         genetic_num_iters=generations)
-    watch = Stopwatch(on_built=callback.built)
-    pool_builder, local_runner = pooled_builder(), make_runner(device)
+    watch = Stopwatch(on_built=run.callback.built)
+    kind = create(run.device)
+    pool_builder, local_runner = kind.builder(pooled=True), kind.runner()
     builder, runner = timed(pool_builder, local_runner, watch)
+    tasks, todo, work = run.tasks, run.todo, str(run.out / "work")
     try:
-        if left > 0:
+        if run.left > 0:
             # what tune_relax does after extracting the tasks; every task's context is made, so
             # each keeps the random stream a run of all tasks gives it (fork_seed, in task order)
             contexts, _ = ms.relax_integration.extracted_tasks_to_tune_contexts(
-                tasks, work_dir=str(out / "work"), strategy=strategy, seed=seed)
+                tasks, work_dir=work, strategy=strategy, seed=run.settings["seed"])
             ms.tune_tasks(
                 tasks=[contexts[i] for i in todo], task_weights=[tasks[i].weight for i in todo],
-                work_dir=str(out / "work"), max_trials_global=left, num_trials_per_iter=per_iter,
-                builder=builder, runner=runner, database=database, cost_model=scored,
-                task_scheduler=kind, measure_callbacks=[ms.measure_callback.AddToDatabase(),
+                work_dir=work, max_trials_global=run.left, num_trials_per_iter=run.per_iter,
+                builder=builder, runner=runner, database=run.database, cost_model=run.scored,
+                task_scheduler=run.scheduler,
+                measure_callbacks=[ms.measure_callback.AddToDatabase(),
                                    ms.measure_callback.RemoveBuildArtifact(),
-                                   ms.measure_callback.UpdateCostModel(), callback])
+                                   ms.measure_callback.UpdateCostModel(), run.callback])
         tune_s = time.perf_counter() - start
     finally:
         # the workers stop here, on a Ctrl-C too: quietly, and before compiling needs the cores
@@ -200,24 +287,37 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
             pool_builder.close()
         finally:
             stop_runner(local_runner)
-    callback.close()
+    run.callback.close()
+    scored = run.scored
     split = time_split(tune_s, watch.build_s, watch.run_s, scored.seconds())
     scoring = {"predict_calls": scored.predict_calls, "scored": scored.scored}
     if hasattr(scored.inner, "cache"):   # the tcl adapter's feature cache
         scoring["feature_cache"] = scored.inner.cache.stats()
     online = scored.quality({task_id_of(t.dispatched[0]): float(t.weight) for t in tasks})
+    return Searched(tune_s, watch, split, scoring, online)
+
+
+def verify(run: Prepared) -> Verified:
+    """``tune_network``'s third step: the network compiled with the tuned database
+    (``network.so``), its outputs checked against PyTorch's (``TOLERANCE``: a TclError, the
+    directory kept, when they differ) and timed beside the frameworks (``time_compiled``)."""
+    import torch
+
+    inst, out = run.inst, run.out
     start = time.perf_counter()
     with Progress(f"tune {inst.key}: compile", 1, unit="networks"):
-        executable = compile_network(database, mod, target, layout, fuse)
+        executable = compile_network(run.database, run.mod, run.target, run.layout, run.fuse)
         lib = out / "network.so"
         executable.export_library(str(lib))
     compile_s = time.perf_counter() - start
 
     with torch.no_grad():
-        expected = net(*example)
-    expected = [e.numpy() for e in (expected if isinstance(expected, (tuple, list)) else [expected])]
-    got, mean, std, torch_ms, ort_ms = time_compiled(lib, inst, example, device,
-                                                     onnxruntime=True)
+        expected = run.net(*run.example)
+    if not isinstance(expected, (tuple, list)):
+        expected = [expected]
+    expected = [e.numpy() for e in expected]
+    timed_ = time_compiled(lib, inst, run.example, run.device, onnxruntime=True)
+    got = timed_.outputs
     if len(got) != len(expected) or any(g.shape != e.shape for g, e in zip(got, expected)):
         raise TclError(f"the tuned {inst.key} returns shapes {[g.shape for g in got]}; PyTorch "
                        f"returns {[e.shape for e in expected]}")
@@ -227,18 +327,31 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
             raise TclError(f"the tuned {inst.key} differs from PyTorch by up to {err:.3g} "
                            f"(tolerance rtol {TOLERANCE['rtol']}, atol {TOLERANCE['atol']}); "
                            f"kept in {out} for inspection")
-    stats = import_database(paths, out / "database", device, source=tune_source(inst.key))
-    per_task = {tasks[t].task_name: n for t, n in sorted(callback.trials.items())}
-    result = TuneResult(inst.key, device_name, what, update, seed, sum(callback.trials.values()),
-                        len(tasks), per_task, mean, std, torch_ms, err, round(tune_s, 1),
-                        round(watch.build_s, 1), round(watch.run_s, 1), round(compile_s, 1),
-                        stats.records, str(out), callback.curve, online, time_split=split,
-                        scoring=scoring,
-                        search={"population": population, "generations": generations,
-                                "scheduler": kind},
+    return Verified(compile_s, timed_, err)
+
+
+def finish(run: Prepared, searched: Searched, verified: Verified) -> TuneResult:
+    """``tune_network``'s last step: the tuning records imported into the store (source
+    ``tune``), the result made and its curve and ``summary.json`` written."""
+    paths, inst, out, settings = run.paths, run.inst, run.out, run.settings
+    stats = import_database(paths, out / "database", run.device,
+                            source=tune_source(inst.key))
+    callback, before, watch, t = run.callback, run.before, searched.watch, verified.timed
+    per_task = {run.tasks[i].task_name: n for i, n in sorted(callback.trials.items())}
+    result = TuneResult(inst.key, settings["device"], run.what, settings["update"],
+                        settings["seed"], sum(callback.trials.values()), len(run.tasks), per_task,
+                        t.mean_ms, t.std_ms, t.torch_ms, verified.max_abs_err,
+                        round(searched.tune_s, 1), round(watch.build_s, 1),
+                        round(watch.run_s, 1), round(verified.compile_s, 1), stats.records,
+                        str(out), callback.curve, searched.online, time_split=searched.split,
+                        scoring=searched.scoring,
+                        search={"population": settings["population"],
+                                "generations": settings["generations"],
+                                "scheduler": run.scheduler},
                         resumed={"trials": before.measured, "tasks": len(before.trials),
-                                 "wall_s": before.wall_s} if resuming else {},
-                        onnxruntime_ms=ort_ms, compile=describe(layout, target, fast_math, fuse))
+                                 "wall_s": before.wall_s} if run.resuming else {},
+                        onnxruntime_ms=t.onnxruntime_ms,
+                        compile=describe(run.layout, run.target, run.fast_math, run.fuse))
     write_curve(result, out)
     summary = {k: v for k, v in asdict(result).items() if k != "curve"}
     (out / "summary.json").write_text(json.dumps(

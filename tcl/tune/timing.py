@@ -2,15 +2,14 @@
 
 ``time_split`` divides the tuning wall time into ``SPLIT``'s parts. ``time_compiled`` times the
 compiled network end to end, and PyTorch eager (and onnxruntime, where asked and installed) on
-the same cores, in a fresh process pinned to the device profile's cores
-(``measure_in_pinned_process``); ``retime`` times a finished run's network again.
+the same cores, where the device's timer runs it (``DeviceKind.timer``: for a CPU of this host,
+a fresh process pinned to the profile's cores) as its timing protocol says
+(``DeviceKind.timing``; ``measure_in_pinned_process``); ``retime`` times a finished run's
+network again.
 """
 from __future__ import annotations
 
-import concurrent.futures as cf
-import functools
 import json
-import multiprocessing
 import math
 import os
 from pathlib import Path
@@ -19,8 +18,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..config import Paths, TclError
-from ..measure.interrupt import held_interrupts, quiet_interrupts
-from ..measure.runner import pin_worker
+from ..measure.devices import create
+from ..measure.devices.settings import TimingProtocol
 from .frameworks import eager_ms, onnxruntime_ms
 from ..store.devices import DeviceRegistry
 from .plan import resolve_instance
@@ -52,19 +51,12 @@ def time_split(tune_s: float, build_s: float, run_s: float, model: dict[str, flo
 
 def time_compiled(lib: Path, inst, example, device, *, onnxruntime: bool = False) -> Timed:
     """The compiled network ``lib`` timed, and PyTorch eager (and onnxruntime with
-    ``onnxruntime``) on the same cores, in a fresh process pinned to the device profile's
-    cores."""
-    m = device.measure
+    ``onnxruntime``) on the same cores, by the device's timer and timing protocol."""
+    kind = create(device)
     spec = None if inst.source is not None else (inst.network, inst.batch, inst.size)
-    with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                initializer=functools.partial(quiet_interrupts, pin_worker,
-                                                              device.num_cores)) as pool:
-        with held_interrupts(spawn=True):   # the process starts here: with SIGINT held
-            future = pool.submit(measure_in_pinned_process, str(lib),
-                                 [x.numpy() for x in example], device.num_cores, m.number,
-                                 max(m.repeat, 5), m.min_repeat_ms, spec,
-                                 device.framework_isa_env(), onnxruntime)
-        return future.result()
+    with kind.timer() as run:
+        return run(measure_in_pinned_process, str(lib), [x.numpy() for x in example],
+                   device.num_cores, kind.timing, spec, device.framework_isa_env(), onnxruntime)
 
 
 def retime(paths: Paths, run_dir: str | Path) -> dict[str, float]:
@@ -85,14 +77,14 @@ def retime(paths: Paths, run_dir: str | Path) -> dict[str, float]:
 
 
 def measure_in_pinned_process(lib_file: str, inputs: list[np.ndarray], num_cores: int,
-                              number: int, repeat: int, min_repeat_ms: int,
-                              torch_spec: tuple | None, torch_env: dict[str, str],
-                              onnxruntime: bool = False) -> Timed:
-    """Runs in a fresh process pinned to the profile's cores (``runner.pin_worker``): the
-    compiled network's outputs and latency, and PyTorch eager's latency on the same cores, at
-    the profile's ISA (``torch_env``: ``Device.framework_isa_env``, set before PyTorch's first
-    operation, when it reads them), and with ``onnxruntime`` onnxruntime's (no ISA cap). A
-    spawned pool pickles it by reference: it stays a module-level function of this module."""
+                              timing: TimingProtocol, torch_spec: tuple | None,
+                              torch_env: dict[str, str], onnxruntime: bool = False) -> Timed:
+    """Runs in a fresh process pinned to the profile's cores (``LocalCPU.timer``): the
+    compiled network's outputs and latency, and PyTorch eager's latency on the same cores, as
+    ``timing`` times each, at the profile's ISA (``torch_env``: ``Device.framework_isa_env``,
+    set before PyTorch's first operation, when it reads them), and with ``onnxruntime``
+    onnxruntime's (no ISA cap). A spawned pool pickles it by reference: it stays a
+    module-level function of this module."""
     import tvm
     from tvm import relax
 
@@ -102,9 +94,7 @@ def measure_in_pinned_process(lib_file: str, inputs: list[np.ndarray], num_cores
     out = vm["main"](*args)
     outs = [np.asarray(o.numpy()) for o in (out if isinstance(out, (list, tuple)) or
                                              type(out).__name__ == "Array" else [out])]
-    timer = vm.time_evaluator("main", dev, number=number, repeat=repeat,
-                              min_repeat_ms=min_repeat_ms)
-    res = np.asarray(timer(*args).results) * 1e3
+    mean, std = timing.network_ms(vm, dev, args)
     torch_ms = ort_ms = math.nan
     if torch_spec is not None:
         os.environ.update(torch_env)
@@ -113,7 +103,7 @@ def measure_in_pinned_process(lib_file: str, inputs: list[np.ndarray], num_cores
         name, batch, size = torch_spec
         model = NETWORKS[name].model(size).eval()
         example = NETWORKS[name].example(batch, size)
-        torch_ms = eager_ms(model, example, num_cores, max(repeat, 5))
+        torch_ms = eager_ms(model, example, num_cores, timing)
         if onnxruntime:
-            ort_ms = onnxruntime_ms(model, example, num_cores, max(repeat, 5))
-    return Timed(outs, float(res.mean()), float(res.std()), torch_ms, ort_ms)
+            ort_ms = onnxruntime_ms(model, example, num_cores, timing)
+    return Timed(outs, mean, std, torch_ms, ort_ms)
