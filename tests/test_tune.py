@@ -7,6 +7,7 @@ refused."""
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -198,7 +199,7 @@ def _time_split_is_reported(summary: dict, r, tcl_model: bool) -> None:
         assert cache["bytes"] <= cache["max_bytes"] and "cache hits" in lines[1]
 
 
-def _compile_finds_the_tuned_fused_task(paths, inst, out, capfd, layout="nchw"):
+def _compile_finds_the_tuned_fused_task(paths, inst, out, capfd, layout="nchw", conv="direct"):
     """compile_relax looks the fused conv2d task up in the database and finds it (TVM 0.27 keys
     fused functions with an attribute the extracted tasks lack: tcl.tvm_compat.compile_database)."""
     from tcl.store.devices import DeviceRegistry
@@ -207,7 +208,7 @@ def _compile_finds_the_tuned_fused_task(paths, inst, out, capfd, layout="nchw"):
 
     ms = meta_schedule()
     target = DeviceRegistry(paths).get("cpu-avx2").tvm_target()
-    mod = network_module(inst, inst.module(), inst.example(), layout, target)
+    mod = network_module(inst, inst.module(), inst.example(), layout, target, conv=conv)
     db = ms.database.JSONDatabase(work_dir=str(out / "database"))
     capfd.readouterr()
     ms.relax_integration.compile_relax(compile_database(db), mod, target, None,
@@ -308,6 +309,34 @@ def test_nchwc_tunes_blocked_convolutions_and_matches_pytorch(tiny, tmp_path, ca
     assert summary["compile"]["layout"].startswith("NCHW8c") and \
         summary["compile"]["layout_option"] == "nchwc"
     _compile_finds_the_tuned_fused_task(paths, inst, out, capfd, layout="nchwc")
+
+
+def test_winograd_tunes_the_3x3_convolutions_and_matches_pytorch(tiny, tmp_path, capfd):
+    """`--conv winograd-2`: both stride-1 3x3 convolutions are tuned as Winograd kernels (their
+    weights transformed at compile time), the compiled network finds them and matches PyTorch;
+    the run's directory name, run file and summary name the algorithm, and
+    ``compile_choices`` gives it back for a recompile (the budget curve, the layer table)."""
+    from tcl.tune import TOLERANCE, compile_choices, tune_network
+    from tcl.zoo.user import UserNetworks
+
+    paths, _, root = tiny
+    (root / "winograd_net.py").write_text(BLOCKED_NET)
+    inst, _ = UserNetworks(paths).add("winonet", f"{root / 'winograd_net.py'}:build",
+                                      ["1x3x8x8"])
+    r = tune_network(paths, "winonet", "cpu-avx2", "random", trials=12, progress=False,
+                     conv="winograd-2", **SMALL_SEARCH)
+    try:
+        assert r.out.endswith("-winograd2") and r.max_abs_err <= TOLERANCE["atol"]
+        assert sum("winograd2" in n for n in r.trials_per_task) == 2, r.trials_per_task
+        out = Path(r.out)
+        assert json.loads((out / "run.json").read_text())["conv"] == "winograd-2"
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["compile"]["conv"].startswith("Winograd F(2x2,3x3)")
+        assert compile_choices(summary) == {"layout": "nchw", "fast_math": False, "fuse": True,
+                                            "conv": "winograd-2"}
+        _compile_finds_the_tuned_fused_task(paths, inst, out, capfd, conv="winograd-2")
+    finally:
+        shutil.rmtree(r.out, ignore_errors=True)
 
 
 GELU_NET = textwrap.dedent("""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..tune import (LAYOUT_HELP, LAYOUTS, METASCHEDULE_SEARCH, MODELS_HELP, SCHEDULERS,
+from ..tune import (AUTO, AUTO_HELP, CONV_ALGORITHMS, CONV_HELP, LAYOUT_HELP, LAYOUTS, METASCHEDULE_SEARCH, MODELS_HELP, SCHEDULERS,
                     TCL_SEARCH, TCL_UPDATE, UPDATE_MODES, plan_tuning, report_lines, tune_network,
                     versus_line)
 from ..store.devices import DeviceRegistry
@@ -17,7 +17,7 @@ def cmd_tune(args) -> int:
         print(plan_tuning(_paths(args), args.network, args.device, args.model,
                           trials=args.trials, population=args.population,
                           generations=args.generations, layout=args.layout,
-                          fast_math=args.fast_math, fuse=args.fuse,
+                          fast_math=args.fast_math, fuse=args.fuse, conv=args.conv,
                           scheduler=args.scheduler).describe())
         return 0
     if args.out:
@@ -25,7 +25,8 @@ def cmd_tune(args) -> int:
     r = tune_network(_paths(args), args.network, args.device, args.model, trials=args.trials,
                      update=args.update, seed=args.seed, population=args.population,
                      generations=args.generations, scheduler=args.scheduler,
-                     layout=args.layout, fast_math=args.fast_math, fuse=args.fuse, out=args.out,
+                     layout=args.layout, fast_math=args.fast_math, fuse=args.fuse,
+                     conv=args.conv, out=args.out,
                      progress=sys.stderr.isatty(), any_device=args.any_device)
     per_task = ", ".join(f"{n}" for n in r.trials_per_task.values())
     print(f"{r.network} on {r.device} with {r.model}: {r.trials} trials over {r.tasks} tasks "
@@ -72,7 +73,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "round, so online models learn nothing then; round-robin collects each "
                          "task's as it finishes; auto: round-robin at a budget of one round per "
                          "task, else gradient")
-    tu.add_argument("--layout", choices=LAYOUTS, default="nchw", help=LAYOUT_HELP)
+    tu.add_argument("--layout", choices=(AUTO, *LAYOUTS), default=AUTO,
+                    help=LAYOUT_HELP + f"; {AUTO} (the default): {AUTO_HELP}")
     tu.add_argument("--fast-math", action="store_true",
                     help="erf, exp, tanh, softmax and gelu as fast approximations (TOPI's "
                          "fast_erf, fast_exp, fast_tanh: within 1e-6 or so), as onnxruntime "
@@ -81,6 +83,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="leave out Relax's operator fusion: every operator its own kernel and "
                          "task (what fusion is worth, or a per-operator profile); the default "
                          "fuses elementwise operators into their producer")
+    tu.add_argument("--conv", choices=(AUTO, *CONV_ALGORITHMS), default=AUTO,
+                    help=CONV_HELP + f"; {AUTO} (the default): {AUTO_HELP}")
     tu.add_argument("--out", help="output directory (default: <data>/tuning/<network>-<device>-...)")
     tu.add_argument("--dry-run", action="store_true",
                     help="print the tasks, trials per task and estimated time; tune nothing")

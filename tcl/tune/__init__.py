@@ -4,6 +4,9 @@ compile it with the tuned database, check it against PyTorch and time it end to 
 The modules, each importing only those above it in this list:
 
 - ``expect``: the latency a budget buys, from the published budget curves (for the dry run);
+- ``winograd``: Winograd F(2x2,3x3) and F(4x4,3x3) for stride-1 3x3 convolutions (``tcl tune
+  --conv``);
+- ``choices``: the layout and convolution algorithm chosen when the user names none (``auto``);
 - ``layout``: how the network is laid out for tuning and compiled (``tcl tune --layout``:
   ``network_module``, ``tunable_tasks``, ``compile_network``);
 - ``plan``: the settings and their defaults, the network instance, trials per round, the task
@@ -31,10 +34,14 @@ from .resume import CURVE_FILE, RUN_FILE, ResumeState, prepare_out, resume_state
 from .layout import (LAYOUT_HELP, LAYOUTS, compile_choices, compile_network, network_module,
                      tunable_tasks)
 from .run import TOLERANCE, cost_model_for, tune_network
+from .choices import AUTO, AUTO_HELP, CompileChoices, choose
+from .winograd import CONV_ALGORITHMS, CONV_HELP
 from .timing import SPLIT, Timed, measure_in_pinned_process, retime, time_compiled, time_split
 
 __all__ = [
-    "ASSUMED_SEARCH_S_PER_SCORED", "CURVE_FILE", "CURVES_FILE", "Expectation", "LAYOUT_HELP",
+    "ASSUMED_SEARCH_S_PER_SCORED", "AUTO", "AUTO_HELP", "CompileChoices", "choose",
+    "CONV_ALGORITHMS", "CONV_HELP", "CURVE_FILE", "CURVES_FILE",
+    "Expectation", "LAYOUT_HELP",
     "LAYOUTS", "compile_choices", "compile_network", "network_module", "tunable_tasks",
     "eager_ms", "expected_latency", "onnxruntime_ms", "onnxruntime_session",
     "onnxruntime_version", "read_curves", "METASCHEDULE_SEARCH", "MODELS_HELP", "ONLINE",

@@ -69,29 +69,35 @@ FUSED = "Relax's FuseOps + FuseTIR: elementwise and injective operators into the
 UNFUSED = "none: one kernel per operator (the zero pipeline without FuseOps and FuseTIR)"
 
 
-def describe(layout: str, target, fast_math: bool = False, fuse: bool = True) -> dict:
-    """summary.json's "compile": the data layout, the weights', the pipeline, the math and the
-    fusion."""
+def describe(layout: str, target, fast_math: bool = False, fuse: bool = True,
+             conv: str = "direct") -> dict:
+    """summary.json's "compile": the data layout, the weights', the pipeline, the math, the
+    fusion and the 3x3 convolutions' algorithm."""
     d = _describe_layout(layout, target)
     if fast_math:
         d["pipeline"] = "FastMathTransform + fast gelu + " + d["pipeline"]
+    if winograd.tile_size(conv):
+        d["pipeline"] = "Winograd rewrite + " + d["pipeline"]
     return {**d, "math": FAST_MATH if fast_math else "exact",
-            "fusion": FUSED if fuse else UNFUSED}
+            "fusion": FUSED if fuse else UNFUSED, "conv": winograd.describe(conv),
+            "conv_option": conv}
 
 
-def run_suffix(layout: str, fast_math: bool = False, fuse: bool = True) -> str:
+def run_suffix(layout: str, fast_math: bool = False, fuse: bool = True,
+               conv: str = "direct") -> str:
     """What a run directory's name adds for the choices other than the defaults."""
     return ("" if layout == "nchw" else f"-{layout}") + ("-fastmath" if fast_math else "") + \
-        ("" if fuse else "-nofuse")
+        ("" if fuse else "-nofuse") + ("" if conv == "direct" else f"-{conv.replace('-', '')}")
 
 
 def compile_choices(summary: dict) -> dict:
-    """A finished run's ``layout``, ``fast_math`` and ``fuse`` (``network_module``'s keywords)
-    from its summary.json: runs from before an option had its default."""
+    """A finished run's ``layout``, ``fast_math``, ``fuse`` and ``conv`` (``network_module``'s
+    keywords) from its summary.json: runs from before an option had its default."""
     c = summary.get("compile", {})
     return {"layout": c.get("layout_option", "nchw"),
             "fast_math": c.get("math", "exact") != "exact",
-            "fuse": c.get("fusion", FUSED) != UNFUSED}
+            "fuse": c.get("fusion", FUSED) != UNFUSED,
+            "conv": c.get("conv_option", "direct")}
 
 
 def _describe_layout(layout: str, target) -> dict:

@@ -19,7 +19,7 @@ from ..store.devices import Device, DeviceRegistry
 from ..store.records import RecordStore
 from ..zoo.extract import load_networks
 from .expect import expected_latency
-from .layout import check_layout
+from .choices import choose
 
 MODELS_HELP = "latest | a trained kind (mamba, tenset-mlp, tlp, xgb) | xgb-online | random | FILE"
 ONLINE = {"xgb-online": "xgb", "random": "random"}   # MetaSchedule's own cost models
@@ -130,6 +130,8 @@ class TuningPlan:
     layout: str = "nchw"          # tcl.tune.layout
     fast_math: bool = False
     fuse: bool = True
+    conv: str = "direct"          # tcl.tune.winograd
+    chosen: tuple[str, ...] = ()  # why each choice made for the user (tcl.tune.choices)
     scheduler: str = "auto"       # SCHEDULERS
 
     @property
@@ -175,9 +177,11 @@ class TuningPlan:
             "and timing the network come after",
             self.expected or f"expected latency: no budget curve of {self.network} yet (`python "
             "benchmarks/budget_curve.py --publish` makes one)",
+            *[f"chosen for you: {reason}" for reason in self.chosen],
             *([_LAYOUT_NOTES[self.layout]] if self.layout in _LAYOUT_NOTES else []),
             *([_FAST_MATH_NOTE] if self.fast_math else []),
             *([] if self.fuse else [_UNFUSED_NOTE]),
+            *([_WINOGRAD_NOTE.format(conv=self.conv)] if self.conv != "direct" else []),
             "nothing was tuned or written (dry run)"])
 
 
@@ -192,6 +196,9 @@ _LAYOUT_NOTES = {
 
 _FAST_MATH_NOTE = ("fast math: tasks with erf, exp, tanh, softmax or gelu are new ones (their "
                    "approximations); the task count is the zoo's exact extraction's")
+
+_WINOGRAD_NOTE = ("conv {conv}: stride-1 3x3 convolutions are Winograd tasks (new ids); the "
+                  "task count is the zoo's direct extraction's")
 
 _UNFUSED_NOTE = ("no fusion: every operator is its own task (more tasks than the zoo's fused "
                  "extraction's count, each with new ids)")
@@ -214,7 +221,7 @@ def earlier_runs(paths: Paths, device: str) -> list[dict]:
 def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "latest", *,
                 trials: int = 1000, population: int | None = None,
                 generations: int | None = None, layout: str = "nchw",
-                fast_math: bool = False, fuse: bool = True,
+                fast_math: bool = False, fuse: bool = True, conv: str = "direct",
                 scheduler: str = "auto") -> TuningPlan:
     """``tcl tune --dry-run``: the tasks (the zoo's extraction of the network), trials per task
     and an estimated time, without tuning, loading a model or writing anything. Refused where
@@ -223,9 +230,10 @@ def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "late
     import statistics
 
     _, population, generations = tuning_defaults(model, None, population, generations)
-    check_layout(layout)
     device = tunable_device(paths, device_name)
     inst = resolve_instance(paths, network)
+    chosen = choose(paths, inst.key, layout, conv)
+    layout, conv = chosen.layout, chosen.conv
     if model not in ONLINE:   # what the run refuses of the model without loading one
         check_model_spec(paths, device.name, model)
     nets = load_networks(paths)
@@ -265,4 +273,4 @@ def plan_tuning(paths: Paths, network: str, device_name: str, model: str = "late
                       per_iter, population, generations, rate,
                       rate_basis, search, basis,
                       expected.describe(trials / tasks) if expected else None, layout,
-                      fast_math, fuse, scheduler)
+                      fast_math, fuse, conv, chosen.reasons, scheduler)

@@ -22,6 +22,7 @@ tuning records join the store with source ``tune``, so tuning logs become traini
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,8 +42,9 @@ from ..store.devices import Device
 from ..store.records import task_id_of
 from ..train import holdout_task_ids
 from ..tvm_compat import meta_schedule
+from .choices import choose
 from .curve import progress_callback, write_curve
-from .layout import (check_layout, compile_network, describe, network_module, run_suffix,
+from .layout import (compile_network, describe, network_module, run_suffix,
                      tunable_tasks)
 from .plan import (ONLINE, SCHEDULERS, plan_tuning, resolve_instance, task_scheduler,
                    trials_per_iter, tunable_device, tuning_defaults)
@@ -96,15 +98,17 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
                  trials: int = 1000, update: str | None = None, seed: int = 0,
                  population: int | None = None, generations: int | None = None,
                  scheduler: str = "gradient", layout: str = "nchw", fast_math: bool = False,
-                 fuse: bool = True, out: str | Path | None = None, progress: bool = True,
-                 any_device: bool = False, set_aside: bool | None = None) -> TuneResult:
+                 fuse: bool = True, conv: str = "direct", out: str | Path | None = None,
+                 progress: bool = True, any_device: bool = False,
+                 set_aside: bool | None = None) -> TuneResult:
     """Tune ``network`` for ``device_name`` with ``trials`` measured candidates, MetaSchedule's
     evolutionary search (``population`` schedules scored by the model per generation, for
     ``generations`` generations: MetaSchedule's defaults are 512 and 4) guided by ``model``
     (``any_device``: even one made for another device), tasks picked by ``scheduler``
     (``SCHEDULERS``); ``update``, ``population`` and ``generations`` left None take
     ``tuning_defaults``'; the network laid out and compiled as ``layout`` says, with
-    ``fast_math`` its approximations, unfused if not ``fuse`` (``tcl.tune.layout``). ``out``:
+    ``fast_math`` its approximations, unfused if not ``fuse`` (``tcl.tune.layout``), its
+    stride-1 3x3 convolutions by ``conv``'s algorithm (``tcl.tune.winograd``). ``out``:
     the run's directory (default: one under the data root's ``tuning/`` named by network,
     device, model, update mode and seed, and the compile choices but the defaults:
     ``run_suffix``). An interrupted run of this device with other parameters found there is
@@ -117,7 +121,8 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     and ``finish`` (the records stored, the summary written)."""
     run = prepare(paths, network, device_name, model, trials=trials, update=update, seed=seed,
                   population=population, generations=generations, scheduler=scheduler,
-                  layout=layout, fast_math=fast_math, fuse=fuse, out=out, progress=progress,
+                  layout=layout, fast_math=fast_math, fuse=fuse, conv=conv, out=out,
+                  progress=progress,
                   any_device=any_device, set_aside=set_aside)
     searched = search(run)
     return finish(run, searched, verify(run))
@@ -135,6 +140,7 @@ class Prepared:
     layout: str
     fast_math: bool
     fuse: bool
+    conv: str
     what: str                  # the cost model, in words
     out: Path
     resuming: bool
@@ -151,6 +157,7 @@ class Prepared:
     scored: Any                # the cost model, counting its seconds (``ScoredCostModel``)
     callback: Any              # the progress callback (``progress_callback``)
     database: Any              # MetaSchedule's JSONDatabase in ``out``
+    chosen: tuple[str, ...]    # why each compile choice made for the user (tcl.tune.choices)
 
 
 @dataclass
@@ -176,7 +183,8 @@ class Verified:
 
 def prepare(paths: Paths, network: str, device_name: str, model: str, *, trials: int,
             update: str | None, seed: int, population: int | None, generations: int | None,
-            scheduler: str, layout: str, fast_math: bool, fuse: bool, out: str | Path | None,
+            scheduler: str, layout: str, fast_math: bool, fuse: bool, conv: str,
+            out: str | Path | None,
             progress: bool, any_device: bool, set_aside: bool | None) -> Prepared:
     """``tune_network``'s first step, with its arguments (their defaults are its): the settings
     checked and the model's defaults filled in, the run's directory made (or an interrupted run
@@ -190,12 +198,15 @@ def prepare(paths: Paths, network: str, device_name: str, model: str, *, trials:
     ms = meta_schedule()
     device = tunable_device(paths, device_name)
     inst = resolve_instance(paths, network)
-    check_layout(layout)
+    chosen = choose(paths, inst.key, layout, conv)
+    layout, conv = chosen.layout, chosen.conv
+    for line in chosen.lines():
+        print(f"tune: {line}", file=sys.stderr)
     cm, what = cost_model_for(paths, device_name, model, update, any_device)
     set_aside = not out if set_aside is None else set_aside
     # the defaults add nothing, so the directories of earlier runs keep their names
     out = Path(out) if out else paths.tuning_dir / (f"{inst.key}-{device_name}-"
-        f"{Path(model).stem}-{update}-s{seed}{run_suffix(layout, fast_math, fuse)}")
+        f"{Path(model).stem}-{update}-s{seed}{run_suffix(layout, fast_math, fuse, conv)}")
     if scheduler not in SCHEDULERS:
         raise TclError(f"scheduler {scheduler!r}: expected one of {', '.join(SCHEDULERS)}")
     run = {"network": inst.key, "device": device_name, "model": model, "update": update,
@@ -207,6 +218,8 @@ def prepare(paths: Paths, network: str, device_name: str, model: str, *, trials:
         run["fast_math"] = True
     if not fuse:
         run["fuse"] = False
+    if conv != "direct":
+        run["conv"] = conv
     resuming = prepare_out(paths, out, device, run, set_aside)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_write(out / RUN_FILE, "tuning run file") as tmp:   # a torn one is no run's
@@ -214,7 +227,7 @@ def prepare(paths: Paths, network: str, device_name: str, model: str, *, trials:
     torch.manual_seed(seed)
     net, example = inst.module(), inst.example()
     target = device.tvm_target()
-    mod = network_module(inst, net, example, layout, target, fast_math, fuse)
+    mod = network_module(inst, net, example, layout, target, fast_math, fuse, conv)
     tasks = tunable_tasks(mod, target)
     per_iter = trials_per_iter(trials, len(tasks), inst.key)
     kind = task_scheduler(scheduler, trials, len(tasks), per_iter)
@@ -225,8 +238,6 @@ def prepare(paths: Paths, network: str, device_name: str, model: str, *, trials:
     todo = [i for i in range(len(tasks)) if i not in before.trials] or list(range(len(tasks)))
     left = trials - before.measured
     if resuming:
-        import sys
-
         print(f"tune: resuming the interrupted run in {out}: {before.measured} of {trials} "
               f"trials measured on {len(before.trials)} of {len(tasks)} tasks; {max(0, left)} "
               f"left for {len(todo)} tasks", file=sys.stderr)
@@ -237,7 +248,7 @@ def prepare(paths: Paths, network: str, device_name: str, model: str, *, trials:
     try:   # the dry run's estimate, for the first results to be held against
         plan = plan_tuning(paths, network, device_name, model, trials=trials,
                            population=population, generations=generations, layout=layout,
-                           fast_math=fast_math, fuse=fuse, scheduler=scheduler)
+                           fast_math=fast_math, fuse=fuse, conv=conv, scheduler=scheduler)
         planned = plan.trials / plan.eta_s if plan.eta_s > 0 else None
     except TclError:   # a plan the zoo's tables cannot make (the run's own tasks differ)
         planned = None
@@ -245,9 +256,9 @@ def prepare(paths: Paths, network: str, device_name: str, model: str, *, trials:
                                  planned_rate=planned)
     (out / "database").mkdir(exist_ok=True)
     database = ms.database.JSONDatabase(work_dir=str(out / "database"))
-    return Prepared(paths, inst, device, run, layout, fast_math, fuse, what, out, resuming, net,
-                    example, target, mod, tasks, per_iter, kind, before, todo, left, scored,
-                    callback, database)
+    return Prepared(paths, inst, device, run, layout, fast_math, fuse, conv, what, out,
+                    resuming, net, example, target, mod, tasks, per_iter, kind, before, todo,
+                    left, scored, callback, database, chosen.reasons)
 
 
 def search(run: Prepared) -> Searched:
@@ -351,7 +362,9 @@ def finish(run: Prepared, searched: Searched, verified: Verified) -> TuneResult:
                         resumed={"trials": before.measured, "tasks": len(before.trials),
                                  "wall_s": before.wall_s} if run.resuming else {},
                         onnxruntime_ms=t.onnxruntime_ms,
-                        compile=describe(run.layout, run.target, run.fast_math, run.fuse))
+                        compile={**describe(run.layout, run.target, run.fast_math,
+                                                  run.fuse, run.conv),
+                                 **({"chosen": list(run.chosen)} if run.chosen else {})})
     write_curve(result, out)
     summary = {k: v for k, v in asdict(result).items() if k != "curve"}
     (out / "summary.json").write_text(json.dumps(

@@ -34,6 +34,13 @@ def check_conv(conv: str) -> str:
     return conv
 
 
+def describe(conv: str) -> str:
+    """summary.json's words for ``conv``."""
+    m = tile_size(conv)
+    return (f"Winograd F({m}x{m},3x3) for stride-1 3x3 convolutions (weights transformed at "
+            "compile time), direct elsewhere") if m else "direct"
+
+
 def tile_size(conv: str) -> int:
     """The output tile m of ``conv``'s F(m x m, 3x3); 0 for the direct algorithm."""
     return 0 if check_conv(conv) == "direct" else int(conv.rsplit("-", 1)[1])

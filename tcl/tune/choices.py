@@ -1,0 +1,73 @@
+"""The compile choices ``tcl tune`` makes when the user names none (``--layout auto``, ``--conv
+auto``, the defaults): each from what was measured, said with its reason in the plan and the run.
+
+- Layout: ``nchwc`` for a network with convolutions (the zoo's ``conv`` op class: dense, not
+  depthwise), ``nchw`` otherwise. Measured: resnet18 at 64 trials per task on a Zen 4 core,
+  39.4 ms in nchwc against 54.5 in nchw (docs/bench-layouts.jsonl); on a Zen 3 core at 4 trials
+  per task 150 against 270 ms; vgg16 and vit_b16 were tuned in nchwc on a Xeon core
+  (docs/results.md, "The open dataset"). A network without convolutions has nothing to block.
+- Convolution algorithm: ``DEFAULT_CONV`` (``tcl.tune.winograd``'s per-layer measurement,
+  docs/bench-winograd-layers.jsonl, decides it: a test derives it from that file).
+Math stays exact unless ``--fast-math`` is given (its measured error is in its help).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import Paths
+from .layout import check_layout
+from .winograd import check_conv
+
+AUTO = "auto"
+AUTO_HELP = "what was measured fastest for such networks, said with its reason in the plan"
+LAYOUT_REASON = ("nchwc: the network has convolutions, and the blocked layout was measured "
+                 "faster on every convolutional network tuned in both (resnet18 at 64 trials "
+                 "per task on a Zen 4 core: 39.4 against 54.5 ms in nchw)")
+NO_CONV_REASON = "nchw: the network has no convolution for the blocked layout to change"
+NOT_EXTRACTED_REASON = ("nchw: the network's tasks are not extracted yet (`tcl zoo`), so whether "
+                        "it has convolutions is not known")
+DEFAULT_CONV = "direct"
+CONV_REASON = ("direct: Winograd's measured per-layer times on resnet18's 3x3 layers "
+               "(docs/bench-winograd-layers.jsonl) did not beat the direct kernels enough")
+
+
+@dataclass(frozen=True)
+class CompileChoices:
+    """The layout and the 3x3 convolutions' algorithm a run uses, and why (``reasons``: a line
+    for each choice made for the user; none for a choice the user named)."""
+
+    layout: str
+    conv: str
+    reasons: tuple[str, ...] = ()
+
+    def lines(self) -> list[str]:
+        return [f"chosen for you: {r}" for r in self.reasons]
+
+
+def has_convolutions(paths: Paths, network_key: str) -> bool | None:
+    """Whether the zoo's extraction of ``network_key`` holds a (dense) convolution task; None
+    when the network is not extracted yet."""
+    import polars as pl
+
+    from ..zoo.extract import load_networks, load_tasks
+
+    ids = load_networks(paths).filter(pl.col("network_key") == network_key)["task_id"]
+    if ids.is_empty():
+        return None
+    classes = load_tasks(paths).filter(pl.col("task_id").is_in(ids.implode()))["op_class"]
+    return "conv" in classes.to_list()
+
+
+def choose(paths: Paths, network_key: str, layout: str = AUTO, conv: str = AUTO) -> CompileChoices:
+    """``layout`` and ``conv``, each ``AUTO`` resolved as the module docstring says."""
+    reasons = []
+    convolutional = has_convolutions(paths, network_key) if AUTO in (layout, conv) else None
+    if layout == AUTO:
+        layout = "nchwc" if convolutional else "nchw"
+        reasons.append(LAYOUT_REASON if convolutional else NO_CONV_REASON
+                       if convolutional is False else NOT_EXTRACTED_REASON)
+    if conv == AUTO:
+        conv = DEFAULT_CONV
+        if convolutional:   # nothing to say of an algorithm no layer of the network uses
+            reasons.append(CONV_REASON)
+    return CompileChoices(check_layout(layout), check_conv(conv), tuple(reasons))
