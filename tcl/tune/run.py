@@ -23,21 +23,22 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
 from ..config import Paths, TclError, atomic_write
-from ..dataset import load_program_set, tune_source
+from ..dataset import program_set, training_records, tune_source
 from ..measure.msjson import import_database
 from ..measure.pooled_builder import pooled_builder
 from ..measure.runner import make_runner, stop_runner
 from ..measure.timed import Stopwatch, timed
+from ..models.base import ProgramSet
 from ..progress import Progress
 from ..registry import resolve_model
 from ..store.records import task_id_of
-from ..train import holdout_task_ids
 from ..tvm_compat import meta_schedule
 from .curve import progress_callback, write_curve
 from .layout import (check_layout, compile_network, describe, network_module, run_suffix,
@@ -51,10 +52,17 @@ from .timing import time_compiled, time_split
 TOLERANCE = {"rtol": 1e-3, "atol": 1e-3}             # tuned outputs against PyTorch's, fp32
 
 
+def refit_base(paths: Paths, device: str, sources: Sequence[str] | None = None) -> ProgramSet:
+    """What ``--update refit`` learns from besides the search's own measurements: the device's
+    training records (``sources``: params ``train.sources``, None: every record; never a
+    held-out network's task), the records its models were trained on."""
+    return program_set(paths, training_records(paths, device, sources))
+
+
 def cost_model_for(paths: Paths, device: str, model: str, update: str,
-                   any_device: bool = False):
+                   any_device: bool = False, sources: Sequence[str] | None = None):
     """(what tune_relax takes as cost_model, a description); ``any_device``: accept a model
-    made for another device (``registry.check_model_device``)."""
+    made for another device (``registry.check_model_device``); ``sources``: ``refit_base``'s."""
     if model in ONLINE:
         if update != "none":
             raise TclError(f"--update applies to tcl's models; {model} is MetaSchedule's own "
@@ -65,13 +73,7 @@ def cost_model_for(paths: Paths, device: str, model: str, update: str,
     found = resolve_model(paths, device, model, any_device=any_device)
     from ..models.adapter import TclCostModel
 
-    base = None
-    if update == "refit":
-        # What refitting learns from besides the search's own measurements: the device's
-        # training programs (never a held-out network's), as the model was trained on.
-        base = load_program_set(paths, device)
-        keep = ~np.isin(base.task_ids.astype(str), sorted(holdout_task_ids(paths)))
-        base = base.subset(np.flatnonzero(keep))
+    base = refit_base(paths, device, sources) if update == "refit" else None
     how = {"none": "frozen", "refit": "refit online",
            "residual": "prior + online residual XGBoost"}[update]
     return TclCostModel(found.model, update, base), f"{found.what} ({how})"
@@ -95,7 +97,8 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
                  population: int | None = None, generations: int | None = None,
                  scheduler: str = "gradient", layout: str = "nchw", fast_math: bool = False,
                  fuse: bool = True, out: str | Path | None = None, progress: bool = True,
-                 any_device: bool = False, set_aside: bool | None = None) -> TuneResult:
+                 any_device: bool = False, set_aside: bool | None = None,
+                 sources: Sequence[str] | None = None) -> TuneResult:
     """Tune ``network`` for ``device_name`` with ``trials`` measured candidates, MetaSchedule's
     evolutionary search (``population`` schedules scored by the model per generation, for
     ``generations`` generations: MetaSchedule's defaults are 512 and 4) guided by ``model``
@@ -108,7 +111,8 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     ``run_suffix``). An interrupted run of this device with other parameters found there is
     moved aside (``set_aside``: its records join the store, and this run starts over) or
     refused; None: moved aside from the default directory, refused from one the caller named
-    (``tcl tune --out``: ``resume.prepare_out``)."""
+    (``tcl tune --out``: ``resume.prepare_out``). ``sources``: the records a refit learns
+    from (``refit_base``)."""
     import torch
 
     update, population, generations = tuning_defaults(model, update, population, generations)
@@ -118,7 +122,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     device = tunable_device(paths, device_name)
     inst = resolve_instance(paths, network)
     check_layout(layout)
-    cm, what = cost_model_for(paths, device_name, model, update, any_device)
+    cm, what = cost_model_for(paths, device_name, model, update, any_device, sources)
     set_aside = not out if set_aside is None else set_aside
     # the defaults add nothing, so the directories of earlier runs keep their names
     out = Path(out) if out else paths.tuning_dir / (f"{inst.key}-{device_name}-"
