@@ -96,7 +96,7 @@ def score(model, sets: dict, paths: Paths) -> dict:
 
 def run(args) -> None:
     from tcl.models import make_model
-    from tcl.registry import resolve_model
+    from tcl.resolve import resolve_model
     from tcl.store.devices import host_identity
 
     paths, results = Paths(Path(args.data).resolve()), Path(args.results)

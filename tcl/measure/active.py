@@ -19,6 +19,7 @@ from typing import Any, Callable
 import polars as pl
 
 from ..config import Paths, TclError
+from ..continual import BACKBONES
 from ..dataset import load_program_set, program_set
 from ..features import featurize
 from ..models import make_model
@@ -40,7 +41,9 @@ class Selection:
     budget: int | float = 0.1
     rounds: int = 1
     options: dict[str, Any] = field(default_factory=dict)
-    round_model: str = "tenset-mlp"       # trained on the rounds so far, for the next round
+    # trained on the rounds so far, for the next round: the first kind a cold start takes
+    # (tcl.resolve.COLD_START), a continual backbone
+    round_model: str = BACKBONES[0]
     round_hyper: dict[str, Any] = field(default_factory=lambda: {"epochs": 30})
     seed: int = 0
     first_tasks: tuple[str, ...] = ()     # deploy-first: these tasks' share comes first

@@ -38,7 +38,8 @@ from ..evaluate import evaluate
 from ..features import load_features
 from ..metrics import forgetting_summary
 from ..progress import Progress
-from ..registry import Entry, ModelRegistry, resolve_model
+from ..registry import Entry, ModelRegistry
+from ..resolve import resolve_model
 from ..samplers import Pool, make_sampler, parse_budget, sampler_options
 from ..store.selections import SelectionStore
 from ..train import split_tasks

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..config import Paths, TclError
 from ..measure.collect import throughput
-from ..registry import check_model_spec
+from ..resolve import check_model_spec
 from ..store.devices import Device, DeviceRegistry, check_runnable
 from ..store.records import RecordStore
 from ..zoo.extract import load_networks

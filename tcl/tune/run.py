@@ -37,7 +37,7 @@ from ..measure.runner import make_runner, stop_runner
 from ..measure.timed import Stopwatch, timed
 from ..models.base import ProgramSet
 from ..progress import Progress
-from ..registry import resolve_model
+from ..resolve import resolve_model
 from ..store.records import task_id_of
 from ..tvm_compat import meta_schedule
 from .curve import progress_callback, write_curve
@@ -62,7 +62,7 @@ def refit_base(paths: Paths, device: str, sources: Sequence[str] | None = None) 
 def cost_model_for(paths: Paths, device: str, model: str, update: str,
                    any_device: bool = False, sources: Sequence[str] | None = None):
     """(what tune_relax takes as cost_model, a description); ``any_device``: accept a model
-    made for another device (``registry.check_model_device``); ``sources``: ``refit_base``'s."""
+    made for another device (``resolve.check_model_device``); ``sources``: ``refit_base``'s."""
     if model in ONLINE:
         if update != "none":
             raise TclError(f"--update applies to tcl's models; {model} is MetaSchedule's own "
