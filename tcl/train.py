@@ -2,9 +2,9 @@
 
 Training set: a device's training records (``tcl.dataset.training_records``: ``train.sources``,
 never a task that a held-out network runs). Evaluation set: its records of the held-out
-networks' tasks (``tcl.dataset.held_out_program_set``). Models live in ``models/<device>/<kind>.model`` (whatever the kind's
-``save`` writes; ``tcl.models.load_model`` reads the kind back) beside ``<kind>.json``, the
-training facts (programs, tasks, seconds).
+networks' tasks (``tcl.dataset.held_out_program_set``). Models live in
+``models/<device>/<kind>.model`` (whatever the kind's ``save`` writes; ``tcl.models.load_model``
+reads the kind back) beside ``<kind>.json``, the training facts (programs, tasks, seconds).
 """
 from __future__ import annotations
 

@@ -97,6 +97,22 @@ def test_every_learner_takes_the_training_records_of_train_sources(tmp_path):
     assert set(refit_base(paths, "cpu-avx2").program_ids.astype(str)) == every   # no params
 
 
+def test_tune_refit_takes_train_sources_from_the_params_of_its_data_root(tmp_path):
+    """`tcl tune --update refit` reads train.sources from --params (default params.yaml) where
+    that file names the data root tuned on; a file of another root says nothing (every
+    record)."""
+    from tcl.cli import build_parser
+    from tcl.cli.tune import _refit_sources
+    from tcl.config import Paths
+
+    params = _learning_root(tmp_path, ["reference", "tuning"])
+    for root, want in ((params.paths.root, ("reference", "tuning")), (tmp_path / "other", None)):
+        args = build_parser().parse_args(
+            ["--data", str(root), "tune", "--network", "bert_tiny", "--device", "cpu-avx2",
+             "--update", "refit", "--params", str(params.source)])
+        assert _refit_sources(args, Paths(root)) == want
+
+
 def test_held_out_programs_are_the_held_out_tasks_records_but_a_tuning_runs(tmp_path):
     """What the held-out networks are scored on (tcl.dataset.held_out_program_set, for the
     evaluate stage and the continual run's forgetting alike): the held-out tasks' records of
