@@ -77,7 +77,7 @@ def full_data_model(params_file: Path, device: str):
     from tcl.features import featurize
     from tcl.pipeline.params import load_params
     from tcl.registry import ModelRegistry
-    from tcl.train import holdout_task_ids
+    from tcl.dataset import holdout_task_ids
 
     params = load_params(params_file)
     params = replace(params, continual=replace(params.continual, sequence=(device,)))

@@ -62,8 +62,7 @@ class Data:
 
     def __init__(self, args, devices: list[str]) -> None:
         from tcl.config import Paths
-        from tcl.dataset import load_program_set
-        from tcl.train import holdout_task_ids
+        from tcl.dataset import holdout_task_ids, load_program_set
 
         self.paths = Paths(args.data.resolve())
         tasks = pipeline_task_ids(self.paths.root, args.params)

@@ -81,8 +81,7 @@ def family_tasks(paths: Paths) -> dict[str, set[str]]:
 def device_data(paths: Paths, device: str) -> dict:
     """What every job of one device reads, loaded once: the families' tasks, the device's
     measured tasks and programs, the held-out tasks, the tasks' operator classes."""
-    from tcl.dataset import load_program_set, measured
-    from tcl.train import holdout_task_ids
+    from tcl.dataset import holdout_task_ids, load_program_set, measured
 
     fam = family_tasks(paths)
     have = set(measured(paths, device).filter(pl.col("latency").is_finite())["task_id"].to_list())

@@ -27,7 +27,8 @@ from tcl.config import Paths, TclError
 from tcl.evaluate import evaluate, markdown_table, synthetic_data
 from tcl.models import MODEL_KINDS, make_model
 from tcl.models.base import ProgramSet
-from tcl.train import holdout_task_ids, split_tasks  # the same split as the train stage
+from tcl.dataset import holdout_task_ids
+from tcl.train import split_tasks  # the same split as the train stage
 
 KINDS = ("mamba", "tenset-mlp", "tlp", "xgb")
 
@@ -53,7 +54,7 @@ def measured_split(paths: Paths, device: str, seed: int, task_ids: set[str] | No
     among ``task_ids`` (None: every measured task); with ``sources`` (``tcl.dataset.SOURCES``,
     as params train.sources) training takes every record of those sources instead, outside
     ``task_ids`` too (the test set stays the held-out tasks among ``task_ids``)."""
-    from tcl.dataset import load_program_set, measured
+    from tcl.dataset import load_program_set, measured, training_records
 
     for f in (paths.networks_file, paths.tasks_file):
         if not f.exists():
@@ -63,7 +64,7 @@ def measured_split(paths: Paths, device: str, seed: int, task_ids: set[str] | No
     have = set(measured(paths, device)["task_id"].to_list())
     if task_ids is not None:
         have &= task_ids
-    learn = None if sources is None else measured(paths, device, sources=sources)
+    learn = None if sources is None else training_records(paths, device, sources, held=held)
     pool = have if learn is None else set(learn["task_id"].to_list())
     train_ids, valid_ids = split_tasks(sorted(pool - held), 0.1, seed)
     test_ids = sorted(have & held)

@@ -186,8 +186,7 @@ class Context:
         if f.exists():
             data = read_device_data(f)
         else:
-            from tcl.dataset import load_program_set, measured
-            from tcl.train import holdout_task_ids
+            from tcl.dataset import holdout_task_ids, load_program_set, measured
 
             if self.selected is None:
                 self.selected = pipeline_task_ids(self.paths.root, self.args.params)

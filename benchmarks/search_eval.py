@@ -43,8 +43,7 @@ SETS = ("random", "search")
 
 def evaluation_sets(paths: Paths, device: str) -> dict:
     """{set: ProgramSet} over the held-out tasks that the device has tuning records of."""
-    from tcl.dataset import SOURCES, load_program_set, measured
-    from tcl.train import holdout_task_ids
+    from tcl.dataset import SOURCES, holdout_task_ids, load_program_set, measured
 
     held = holdout_task_ids(paths)
     tuned = measured(paths, device, sources=["tuning"]).filter(pl.col("task_id").is_in(held))
@@ -69,16 +68,13 @@ def evaluation_sets(paths: Paths, device: str) -> dict:
 def training_split(paths: Paths, device: str, seed: int, tuning: bool):
     """(train, valid, tuning records in train) of the device's training tasks: every source of
     ``tcl.dataset.SOURCES`` but tuning, or all of them with ``tuning``."""
-    from tcl.dataset import SOURCES, load_program_set, measured
-    from tcl.train import holdout_task_ids, split_tasks
+    from tcl.dataset import SOURCES, holdout_task_ids, load_program_set, training_records
+    from tcl.train import split_tasks
 
     held = holdout_task_ids(paths)
     sources = list(SOURCES) if tuning else [s for s in SOURCES if s != "tuning"]
-    learn = measured(paths, device, sources=sources).filter(~pl.col("task_id").is_in(held))
-    n_tune = 0
-    if tuning:
-        n_tune = measured(paths, device, sources=["tuning"]).filter(
-            ~pl.col("task_id").is_in(held)).height
+    learn = training_records(paths, device, sources, held=held)
+    n_tune = training_records(paths, device, ["tuning"], held=held).height if tuning else 0
     train_ids, valid_ids = split_tasks(sorted(set(learn["task_id"].to_list())), 0.1, seed)
     load = (lambda ids: load_program_set(paths, device, ids, records=learn) if ids else None)
     return load(train_ids), load(valid_ids), n_tune
@@ -100,7 +96,7 @@ def score(model, sets: dict, paths: Paths) -> dict:
 
 def run(args) -> None:
     from tcl.models import make_model
-    from tcl.registry import resolve_model
+    from tcl.resolve import resolve_model
     from tcl.store.devices import host_identity
 
     paths, results = Paths(Path(args.data).resolve()), Path(args.results)

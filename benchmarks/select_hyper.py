@@ -21,10 +21,10 @@ import polars as pl
 
 from _common import mean_std, parse_value, pipeline_task_ids
 from tcl.config import Paths, TclError
-from tcl.dataset import load_program_set, measured
+from tcl.dataset import load_program_set, training_records
 from tcl.evaluate import evaluate, markdown_table
 from tcl.models import MODEL_KINDS, make_model
-from tcl.train import holdout_task_ids, split_tasks
+from tcl.train import split_tasks
 
 
 def parse_config(text: str) -> tuple[str, dict]:
@@ -43,8 +43,7 @@ def parse_config(text: str) -> tuple[str, dict]:
 def selection_split(paths: Paths, device: str, seed: int, task_ids: set[str]):
     """(fit, early-stop, selection) program sets and the training networks frame, over the
     measured training tasks among ``task_ids``."""
-    held = holdout_task_ids(paths)
-    train_ids = sorted(set(measured(paths, device)["task_id"].to_list()) & task_ids - held)
+    train_ids = sorted(set(training_records(paths, device)["task_id"].to_list()) & task_ids)
     rest, select_ids = split_tasks(train_ids, 0.25, seed)
     fit_ids, stop_ids = split_tasks(rest, 0.1, seed)
     if not fit_ids or not select_ids:

@@ -1,4 +1,10 @@
-"""Training and evaluation sets: cached features joined with a device's measured records."""
+"""What the models learn from and are scored on: a device's measured records, the held-out
+tasks, and those rows joined with their cached features as a ``ProgramSet``.
+
+The rules, each once: ``holdout_task_ids`` (never trained on), ``training_records`` (what every
+model of a device learns from: the train stage, the continual run, tune's refit, the
+benchmarks), ``held_out_program_set`` (what the held-out networks are scored on) and
+``program_set`` (rows plus features)."""
 from __future__ import annotations
 
 from typing import Iterable, Sequence
@@ -47,10 +53,51 @@ def measured(paths: Paths, device: str, task_ids: Iterable[str] | None = None,
     return frame.with_columns(pl.col("latency").fill_null(float("nan")))
 
 
+def holdout_task_ids(paths: Paths) -> set[str]:
+    """Tasks that any held-out network runs (evaluation only: never trained on), and the tasks
+    that tuning a held-out network outside the zoo's layout measured (``tcl tune --layout``:
+    records of source ``tune_source(key)``; near copies of the network's own tasks)."""
+    held = load_networks(paths).filter(pl.col("holdout"))
+    ids = set(held["task_id"].to_list())
+    if paths.imported_tasks_file.exists():   # such tasks are imported ones
+        from .store.catalog import query   # lazy: DuckDB
+
+        sources = ", ".join(f"'{tune_source(k)}'" for k in held["network_key"].unique())
+        if sources:
+            ids |= set(query(paths, "select distinct task_id from records where source in "
+                                    f"({sources})")["task_id"].to_list())
+    return ids
+
+
+def training_records(paths: Paths, device: str, sources: Sequence[str] | None = None,
+                     task_ids: Iterable[str] | None = None, extra: Sequence[str] = (),
+                     held: set[str] | None = None) -> pl.DataFrame:
+    """``measured``'s rows that a device's models learn from: its records of ``sources``
+    (params ``train.sources``; None: every record), of ``task_ids`` when given, never of a
+    held-out task (``holdout_task_ids``; ``held`` when the caller has it already)."""
+    held = holdout_task_ids(paths) if held is None else held
+    frame = measured(paths, device, task_ids, sources=sources, extra=extra)
+    return frame.filter(~pl.col("task_id").is_in(sorted(held)))
+
+
 def evaluation_records(paths: Paths, device: str) -> pl.DataFrame:
-    """``measured``'s rows of what the held-out networks are scored on (``EVALUATED``); the
-    caller keeps the held-out tasks."""
+    """``measured``'s rows of what the held-out networks are scored on (``EVALUATED``), of every
+    task (``held_out_program_set`` keeps the held-out ones)."""
     return measured(paths, device, sources=EVALUATED)
+
+
+def held_out_program_set(paths: Paths, device: str,
+                         task_ids: Iterable[str] | None = None) -> ProgramSet:
+    """What a device's models are scored on: its ``evaluation_records`` of the held-out tasks
+    (``holdout_task_ids``; ``task_ids`` instead when the caller narrows them, e.g. to some
+    networks' tasks), with features."""
+    held = holdout_task_ids(paths) if task_ids is None else set(task_ids)
+    records = evaluation_records(paths, device)
+    ids = sorted(held & set(records["task_id"].to_list()))
+    if not ids:
+        raise TclError(f"device {device!r} has no measured program of a held-out task: "
+                       "run the measure stage first")
+    return load_program_set(paths, device, ids, records=records)
 
 
 def record_sources(paths: Paths, frame: pl.DataFrame) -> pl.Series:
@@ -75,6 +122,16 @@ def record_sources(paths: Paths, frame: pl.DataFrame) -> pl.Series:
         .then(pl.lit(["tuning"]))
         .when(pl.col("source").str.starts_with("import:")).then(pl.lit(["imported"]))
         .otherwise(collected).alias("sources"))["sources"]
+
+
+def program_set(paths: Paths, rows: pl.DataFrame, labels: bool = True) -> ProgramSet:
+    """A ProgramSet of ``rows`` (program_id, task_id; latency for ``labels``) joined with their
+    cached features, by task then program; a row whose program has no features drops out."""
+    feats = load_features(paths, rows["task_id"].unique().sort().to_list())
+    frame = rows.join(feats.drop("task_id"), on="program_id", how="inner")
+    if not labels:
+        frame = frame.drop("latency", strict=False)
+    return to_program_set(frame.sort("task_id", "program_id"), with_labels=labels)
 
 
 def to_program_set(frame: pl.DataFrame, with_labels: bool = True) -> ProgramSet:
@@ -108,6 +165,4 @@ def load_program_set(paths: Paths, device: str, task_ids: list[str] | None = Non
         records = measured(paths, device, task_ids)
     elif task_ids is not None:
         records = records.filter(pl.col("task_id").is_in(list(task_ids)))
-    feats = load_features(paths, records["task_id"].unique().sort().to_list())
-    frame = records.join(feats.drop("task_id"), on="program_id", how="inner")
-    return to_program_set(frame.sort("task_id", "program_id"))
+    return program_set(paths, records)

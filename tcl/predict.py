@@ -3,7 +3,7 @@
 The candidates come as a MetaSchedule JSONDatabase (its workloads and the traces of its tuning
 records; latencies, if any, are ignored). Features are computed as for the store's programs
 (``tcl.features.program_features``) but not cached, and nothing is written to the store. The
-model is whatever ``tcl.registry.resolve_model`` resolves (default: the device's latest).
+model is whatever ``tcl.resolve.resolve_model`` resolves (default: the device's latest).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from .config import Paths, TclError
 from .dataset import to_program_set
 from .features import program_features
 from .measure import msjson
-from .registry import resolve_model
+from .resolve import resolve_model
 
 
 def predict_database(paths: Paths, device: str, work_dir: str | Path, model: str | None = None,

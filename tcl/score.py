@@ -19,7 +19,7 @@ from . import metrics
 from .config import Paths, TclError
 from .dataset import load_program_set
 from .features import featurize
-from .registry import resolve_model
+from .resolve import resolve_model
 from .store.catalog import Catalog
 from .zoo.extract import load_networks
 

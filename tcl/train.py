@@ -1,10 +1,10 @@
 """Train one cost model per (device, kind) and evaluate them on the held-out networks.
 
-Training set: a device's measured programs of the tasks that no held-out network runs
-(``zoo/networks.parquet``'s ``holdout`` flag). Evaluation set: its measured programs of the
-held-out networks' tasks. Models live in ``models/<device>/<kind>.model`` (whatever the kind's
-``save`` writes; ``tcl.models.load_model`` reads the kind back) beside ``<kind>.json``, the
-training facts (programs, tasks, seconds).
+Training set: a device's training records (``tcl.dataset.training_records``: ``train.sources``,
+never a task that a held-out network runs). Evaluation set: its records of the held-out
+networks' tasks (``tcl.dataset.held_out_program_set``). Models live in
+``models/<device>/<kind>.model`` (whatever the kind's ``save`` writes; ``tcl.models.load_model``
+reads the kind back) beside ``<kind>.json``, the training facts (programs, tasks, seconds).
 """
 from __future__ import annotations
 
@@ -20,27 +20,11 @@ from typing import Any
 import polars as pl
 
 from .config import Paths, TclError, atomic_write, write_json
-from .dataset import evaluation_records, load_program_set, measured, tune_source
+from .dataset import held_out_program_set, holdout_task_ids, load_program_set, training_records
 from .evaluate import SEED_MARK, evaluate, over_seeds, write_report
 from .models import load_model, make_model
 from .progress import Progress, stderr_line
 from .zoo.extract import load_networks, load_tasks
-
-
-def holdout_task_ids(paths: Paths) -> set[str]:
-    """Tasks that any held-out network runs (evaluation only: never trained on), and the tasks
-    that tuning a held-out network outside the zoo's layout measured (``tcl tune --layout``:
-    records of source ``tune_source(key)``; near copies of the network's own tasks)."""
-    held = load_networks(paths).filter(pl.col("holdout"))
-    ids = set(held["task_id"].to_list())
-    if paths.imported_tasks_file.exists():   # such tasks are imported ones
-        from .store.catalog import query   # lazy: DuckDB
-
-        sources = ", ".join(f"'{tune_source(k)}'" for k in held["network_key"].unique())
-        if sources:
-            ids |= set(query(paths, "select distinct task_id from records where source in "
-                                    f"({sources})")["task_id"].to_list())
-    return ids
 
 
 def split_tasks(task_ids: Sequence[str], valid_fraction: float, seed: int
@@ -54,26 +38,31 @@ def split_tasks(task_ids: Sequence[str], valid_fraction: float, seed: int
     return [t for t in tasks if t not in valid], sorted(valid)
 
 
-# The code that decides a fit given its data and knobs: the model kinds, the program sets and
-# labels, and this module's fitting functions (``_FIT_FUNCTIONS``; not the orchestration around
-# them: progress, reuse, staging). A change to it makes every model again. (Features have their
-# own version, tcl.features.FEATURES_VERSION, inside the key.)
-_FIT_CODE = ("models", "dataset.py", "metrics.py")
-_FIT_FUNCTIONS = ("split_tasks", "_training_tasks", "train_model")
+# The code that decides a fit given its records and knobs: the model kinds, the labels, the
+# program sets (``_FIT_FUNCTIONS``' functions of tcl.dataset: records joined with features) and
+# this module's fitting functions (not the orchestration around them: progress, reuse,
+# staging). A change to it makes every model again. Which records a fit learns from is in the
+# key as the records themselves, so the rules that choose them (``training_records``, the
+# sources, the held-out tasks) are not code of the key; nor are tcl.dataset's evaluation rules.
+# (Features have their own version, tcl.features.FEATURES_VERSION, inside the key.)
+_FIT_CODE = ("models", "metrics.py")
+_FIT_FUNCTIONS = (("dataset", ("program_set", "to_program_set", "load_program_set")),
+                  ("train", ("split_tasks", "_training_tasks", "train_model")))
 
 
 def _code_digest() -> str:
+    import importlib
     import inspect
-    import sys
 
     root = Path(__file__).resolve().parent
     digest = hashlib.sha256()
     for part in _FIT_CODE:
         for f in sorted((root / part).rglob("*.py")) if (root / part).is_dir() else [root / part]:
             digest.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
-    here = sys.modules[__name__]
-    for name in _FIT_FUNCTIONS:
-        digest.update(inspect.getsource(getattr(here, name)).encode())
+    for module, names in _FIT_FUNCTIONS:
+        found = importlib.import_module(f"{__package__}.{module}")
+        for name in names:
+            digest.update(inspect.getsource(getattr(found, name)).encode())
     return digest.hexdigest()
 
 
@@ -95,35 +84,33 @@ def fit_key(kind: str, hyper: dict[str, Any] | None, seed: int, valid_fraction: 
     return digest.hexdigest()[:32]
 
 
-def _training_tasks(records: pl.DataFrame, held: set[str],
-                    task_ids: Iterable[str] | None) -> list[str]:
+def _training_tasks(records: pl.DataFrame, task_ids: Iterable[str] | None) -> list[str]:
     have = set(records["task_id"].to_list())
-    return sorted((have if task_ids is None else have & set(task_ids)) - held)
+    return sorted(have if task_ids is None else have & set(task_ids))
 
 
 def train_model(paths: Paths, device: str, kind: str, hyper: dict[str, Any] | None = None, *,
                 seed: int = 0, valid_fraction: float = 0.1,
                 task_ids: Iterable[str] | None = None, index: int = 0,
-                records: pl.DataFrame | None = None, held: set[str] | None = None,
-                sources: Sequence[str] | None = None, out: Path | None = None,
-                key: str | None = None) -> Path:
+                records: pl.DataFrame | None = None, sources: Sequence[str] | None = None,
+                out: Path | None = None, key: str | None = None) -> Path:
     """Fit ``make_model(kind, **hyper, seed=seed)`` on the device's training tasks; returns the
     saved model file (``out``, default ``paths.model_file(device, kind, index)``; its training
     facts beside it, ``<name>.json``). ``task_ids`` narrows the candidate tasks (held-out ones
     are always left out); a share ``valid_fraction`` of the tasks is kept aside for early
     stopping.
     ``sources``: which records to learn from (``tcl.dataset.SOURCES``; None: every record).
-    ``records`` / ``held``: ``measured(paths, device, sources=sources)`` and
-    ``holdout_task_ids(paths)`` when the caller has them (``train_many`` asks once for all its
-    fits). ``key``: the fit's ``fit_key``, kept in the training facts."""
-    held = holdout_task_ids(paths) if held is None else held
-    records = measured(paths, device, sources=sources) if records is None else records
-    have = set(records["task_id"].to_list())
-    tasks = _training_tasks(records, held, task_ids)
+    ``records``: ``training_records(paths, device, sources)`` when the caller has them
+    (``train_many`` asks once for all its fits). ``key``: the fit's ``fit_key``, kept in the
+    training facts."""
+    records = training_records(paths, device, sources) if records is None else records
+    tasks = _training_tasks(records, task_ids)
     if not tasks:
-        raise TclError(f"no measured programs of training tasks on device {device!r} "
-                       f"({len(have)} measured tasks, {len(have & held)} of them held out): "
-                       "run the measure stage first")
+        have = records["task_id"].n_unique()
+        narrowed = "" if task_ids is None else ", none of them selected"
+        raise TclError(f"no measured programs of training tasks on device {device!r} ({have} "
+                       f"measured training tasks{narrowed}; a held-out network's tasks are never "
+                       "trained on): run the measure stage first")
     train_ids, valid_ids = split_tasks(tasks, valid_fraction, seed)
     train = load_program_set(paths, device, train_ids, records=records)
     valid = load_program_set(paths, device, valid_ids, records=records) if valid_ids else None
@@ -189,15 +176,15 @@ def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | Non
 
     seeds = list(seeds)
     task_ids = None if task_ids is None else list(task_ids)
-    held = holdout_task_ids(paths)
-    records = {d: measured(paths, d, sources=sources)
+    held = holdout_task_ids(paths)   # once for every device
+    records = {d: training_records(paths, d, sources, held=held)
                for d in dict.fromkeys(d for d, _, _ in runs)}
     # Every fit is saved to a staging folder beside the models and moved into place only once
     # all of them succeeded: a failed training (a features file missing) keeps the old models.
     stage = {(d, k): paths.models_dir / d / f".{k}.training" for d, k, _ in runs}
     jobs = []
     for device, kind, hyper in list(runs):
-        tasks = _training_tasks(records[device], held, task_ids)
+        tasks = _training_tasks(records[device], task_ids)
         keys = [fit_key(kind, hyper, seed, valid_fraction, records[device], tasks)
                 for seed in seeds]
         if _current(paths, device, kind, keys):
@@ -210,7 +197,7 @@ def train_many(paths: Paths, runs: Sequence[tuple[str, str, dict[str, Any] | Non
         shutil.rmtree(stage[(device, kind)], ignore_errors=True)   # a killed run's leftovers
         stage[(device, kind)].mkdir(parents=True)
         jobs += [(device, kind, dict(hyper=hyper, seed=seed, valid_fraction=valid_fraction,
-                                     task_ids=task_ids, records=records[device], held=held,
+                                     task_ids=task_ids, records=records[device],
                                      out=stage[(device, kind)] / f"s{i}.model", key=key))
                  for i, (seed, key) in enumerate(zip(seeds, keys))]
     workers = max(1, min(len(jobs), workers or len(os.sched_getaffinity(0))))
@@ -288,12 +275,7 @@ def evaluate_models(paths: Paths, devices: Sequence[str], kinds: Sequence[str],
     frames = []
     lines = Progress("evaluate", len(devices), unit="devices")
     for device in lines.each(devices):
-        records = evaluation_records(paths, device)
-        eval_ids = sorted(held & set(records["task_id"].to_list()))
-        if not eval_ids:
-            raise TclError(f"device {device!r} has no measured program of a held-out task: "
-                           "run the measure stage first")
-        programs = load_program_set(paths, device, eval_ids, records=records)
+        programs = held_out_program_set(paths, device, held)
         files = {(k if seeds == 1 else f"{k}{SEED_MARK}{i}"): (k, paths.model_file(device, k, i))
                  for k in kinds for i in range(seeds)}
         missing = [str(f) for _, f in files.values() if not f.exists()]

@@ -61,11 +61,11 @@ def test_same_seed_same_selection_and_uncertainty_needs_a_model(paths, tasks, tm
         write_tasks(root, tasks.drop("weight").to_dicts())
         planned = plan_active(root, DEVICE, tasks, 6, Selection("kcenter", 4))
         assert planned.budget == 4
-        from tcl.measure.active import _pool_frame, _program_set
+        from tcl.measure.active import _pool
         from tcl.samplers import Pool, make_sampler
 
-        frame, _ = _pool_frame(root, DEVICE, tasks, 6, 0)
-        picks.append(make_sampler("kcenter").select(Pool(_program_set(frame)), 4, seed=0))
+        pool, _ = _pool(root, DEVICE, tasks, 6, 0)
+        picks.append(make_sampler("kcenter").select(Pool(pool), 4, seed=0))
     assert picks[0] == picks[1]
     with pytest.raises(TclError, match="model"):
         select_and_measure(paths, DEVICE, tasks, 6, Selection("uncertainty", 2),

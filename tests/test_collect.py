@@ -555,7 +555,7 @@ def test_tuning_a_held_out_network_in_another_layout_keeps_its_tasks_held_out(pa
     from tcl.measure.msjson import import_database
     from tcl.store.records import write_parquet_atomic
     from tcl.store.schemas import NETWORK_SCHEMA
-    from tcl.train import holdout_task_ids
+    from tcl.dataset import holdout_task_ids
 
     zoo_task = matmul_task(64)
     write_tasks(paths, [zoo_task])

@@ -252,7 +252,7 @@ def _other_device_model(tmp_path) -> Path:
 
 
 def test_model_devices_reads_heads_training_facts_and_place(paths, tmp_path):
-    from tcl.registry import check_model_device, model_devices
+    from tcl.resolve import check_model_device, model_devices
 
     f = _other_device_model(tmp_path)
     assert model_devices(paths, f) == ([OTHER], str(f.with_suffix(".json")))
@@ -277,7 +277,7 @@ def test_predict_score_and_tune_refuse_another_devices_model_unless_any_device(
     CLI passes --any-device on to it."""
     import tcl.cli.tune
     import tcl.tune
-    from tcl.registry import resolve_model
+    from tcl.resolve import resolve_model
 
     f = _other_device_model(tmp_path)
     add_records(paths)
@@ -322,7 +322,7 @@ def test_a_continual_model_serving_other_devices_is_refused(paths, tmp_path, cap
     code, _, err = run(capsys, "--data", str(paths.root), "predict", str(tmp_path / "db"),
                        "--device", DEVICE, "--model", str(f))
     assert code == 2 and "the devices it serves" in err and f"'{OTHER}'" in err, err
-    from tcl.registry import resolve_model
+    from tcl.resolve import resolve_model
 
     model = resolve_model(paths, DEVICE, str(f), any_device=True).model
     assert model.target == OTHER                       # its own head scores
@@ -331,7 +331,7 @@ def test_a_continual_model_serving_other_devices_is_refused(paths, tmp_path, cap
 def test_resolve_model_takes_every_spec_form(paths):
     """Issue 41: one rule for which model a step uses: a kind, a file, latest (and its fallback
     to a trained kind), DEVICE/latest and */latest (a teacher), DEVICE/KIND and */KIND, none."""
-    from tcl.registry import resolve_model
+    from tcl.resolve import resolve_model
 
     def tiny(f: Path) -> Path:
         f.parent.mkdir(parents=True, exist_ok=True)
@@ -371,6 +371,56 @@ def test_resolve_model_takes_every_spec_form(paths):
         resolve_model(paths, DEVICE, f"{OTHER}/mamba")
     with pytest.raises(TclError, match="no registered continual model serves device 'x'"):
         resolve_model(paths, "x", "continual")
+
+
+def test_load_false_names_the_same_model_without_reading_it_and_refuses_the_same(paths):
+    """Issue 56: dry runs and the refresh name a model with ``resolve_model(..., load=False)``:
+    the answer the loading call gives (what, registry row), no model read, the same refusals."""
+    from tcl.resolve import resolve_model
+
+    paths.model_file(OTHER, "tenset-mlp").parent.mkdir(parents=True)
+    make_model("tenset-mlp", device="cpu", **TINY["tenset-mlp"]).save(
+        paths.model_file(OTHER, "tenset-mlp"))
+    (paths.model_file(OTHER, "xgb")).write_bytes(b"not read")   # a load would refuse it
+    theirs = register(paths, tiny_continual([OTHER]), OTHER)
+    for spec in ("*/latest", f"{OTHER}/latest", "*/tenset-mlp", f"{OTHER}/tenset-mlp"):
+        loaded = resolve_model(paths, DEVICE, spec, any_device=True)
+        named = resolve_model(paths, DEVICE, spec, any_device=True, load=False)
+        assert named.model is None and loaded.model is not None, spec
+        assert (named.what, named.entry) == (loaded.what, loaded.entry), spec
+    assert resolve_model(paths, OTHER, "continual", load=False).entry.id == theirs.id
+    assert resolve_model(paths, OTHER, "xgb", load=False).what.endswith("xgb.model")
+    for spec in (f"{OTHER}/tenset-mlp", f"{OTHER}/latest"):   # another device's: still refused
+        with pytest.raises(TclError, match=f"trained on device '{OTHER}'"):
+            resolve_model(paths, DEVICE, spec, load=False)
+    assert resolve_model(paths, DEVICE, "*/mamba", load=False, optional=True) is None
+
+
+def test_the_cold_start_is_one_default_for_collect_select_and_add_device(paths):
+    """Issue 56: one cold-start default (tcl.resolve.COLD_START), named once: another device's
+    newest registered continual model, else its trained tenset-mlp, then mamba. `tcl collect
+    --select` takes the first found; the add-device run takes a registered one only (it distills
+    its teacher); a selection's later rounds train its first kind."""
+    from tcl.measure.active import Selection
+    from tcl.resolve import COLD_START, cold_start_model
+
+    assert COLD_START == ("*/latest", "*/tenset-mlp", "*/mamba")
+    assert Selection().round_model == "tenset-mlp"
+    assert cold_start_model(paths, DEVICE) is None
+    f = paths.model_file(OTHER, "mamba")
+    f.parent.mkdir(parents=True)
+    make_model("mamba", device="cpu", **TINY["mamba"]).save(f)
+    assert cold_start_model(paths, DEVICE).what == f"{OTHER}/mamba"
+    assert cold_start_model(paths, DEVICE, registered=True) is None
+    make_model("tenset-mlp", device="cpu", **TINY["tenset-mlp"]).save(
+        paths.model_file(OTHER, "tenset-mlp"))
+    assert cold_start_model(paths, DEVICE).what == f"{OTHER}/tenset-mlp"
+    theirs = register(paths, tiny_continual([OTHER]), OTHER)
+    for registered in (False, True):
+        got = cold_start_model(paths, DEVICE, registered=registered, load=False)
+        assert (got.entry.id, got.model) == (theirs.id, None)
+    assert cold_start_model(paths, DEVICE, backbone="mamba").what == f"{OTHER}/tenset-mlp"
+    assert cold_start_model(paths, DEVICE, backbone="mamba", registered=True) is None
 
 
 def test_any_device_is_one_flag_on_every_command_that_takes_a_model():
@@ -515,7 +565,7 @@ def test_a_trained_model_file_names_its_device_wherever_it_is_copied(paths, tmp_
     another device's predict and score; the file now records its device itself."""
     import shutil
 
-    from tcl.registry import resolve_model
+    from tcl.resolve import resolve_model
     from tcl.train import train_seeds
 
     training_root(paths)

@@ -93,7 +93,7 @@ def test_featurize_covers_every_task_a_later_stage_reads(params):
     tasks never), the continual devices' and the evaluated ones all get features."""
     from tcl.dataset import measured
     from tcl.pipeline.stages import feature_tasks, selected_tasks
-    from tcl.train import holdout_task_ids
+    from tcl.dataset import holdout_task_ids
 
     featurized = set(feature_tasks(params))
     held = holdout_task_ids(params.paths)

@@ -44,12 +44,14 @@ def _paths(args, writes: bool = False, only_reads: bool = False) -> Paths:
     return paths
 
 
-def optional_params(given: str | None):
+def optional_params(given: str | None, paths: Paths | None = None):
     """The params file a command reads only for defaults: the one ``--params`` names, which
-    must then exist, else params.yaml where it exists (None where not). Models unchecked."""
+    must then exist, else params.yaml where it exists (None where not). Models unchecked. With
+    ``paths``: None unless the file names that data root (a params file speaks for its own)."""
     if given is None and not Path(DEFAULT_FILE).exists():
         return None
-    return load_params(given or DEFAULT_FILE, check_models=False)
+    params = load_params(given or DEFAULT_FILE, check_models=False)
+    return None if paths is not None and params.paths.root != paths.root else params
 
 
 def out_path(text: str, kind: str, option: str = "--out") -> Path:

@@ -17,7 +17,7 @@ from ..measure.active import Selection, measure_selected, plan_active, select_an
 from ..measure.collect import collect, plan
 from ..measure.devices import create
 from ..measure.interrupt import Interrupted
-from ..registry import SPEC_HELP, resolve_model
+from ..resolve import SPEC_HELP, cold_start_model, resolve_model
 from ..sampling import MAX_PROGRAMS_PER_TASK
 from ..store.catalog import records
 from ..store.records import RecordStore
@@ -81,11 +81,6 @@ def cmd_collect(args) -> int:
     return 0
 
 
-# --select's model without --model (cold start: nothing is measured on the device yet): another
-# device's trained model that embeds programs, the first of these found; else none.
-COLD_START = ("*/tenset-mlp", "*/mamba")
-
-
 def _active_collect(args, paths: Paths, device, tasks) -> int:
     selection = Selection.of(args.select, args.budget, args.rounds,
                              per_task=None if args.per_task is None else args.per_task == "yes",
@@ -97,9 +92,8 @@ def _active_collect(args, paths: Paths, device, tasks) -> int:
     if args.model:   # named on purpose, whatever device made it; none: no model, missing: an error
         found = resolve_model(paths, device.name, args.model, any_device=True,
                               optional=args.model == "none")
-    elif args.select != "random":
-        found = next(filter(None, (resolve_model(paths, device.name, spec, any_device=True,
-                                                 optional=True) for spec in COLD_START)), None)
+    elif args.select != "random":   # nothing measured on the device yet: another device's
+        found = cold_start_model(paths, device.name)
     stats = select_and_measure(paths, device, tasks, args.programs_per_task, selection,
                                model=found.model if found else None,
                                model_name=found.what if found else "none",
@@ -233,8 +227,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --select: later rounds take uncertainty from a model trained on "
                         "the rounds so far")
     c.add_argument("--model", help=f"with --select: round 0's model for uncertainty and the "
-                                   f"embedding: {SPEC_HELP}, or none (default: another "
-                                   "device's trained tenset-mlp or mamba model, if any)")
+                                   f"embedding: {SPEC_HELP}, or none (default: the cold start's "
+                                   "model, another device's: its newest registered continual "
+                                   "model, else its trained tenset-mlp or mamba model, if any)")
     c.add_argument("--deploy", nargs="+", metavar="NETWORK",
                    help="with --select: networks the device will run; their candidates join "
                         "the pool (target-aware selection)")

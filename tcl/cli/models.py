@@ -11,7 +11,8 @@ import polars as pl
 from ..store.devices import DeviceRegistry
 from ..pipeline.params import DEFAULT_FILE, load_params
 from ..predict import predict_database
-from ..registry import SPEC_HELP, ModelRegistry
+from ..registry import ModelRegistry
+from ..resolve import SPEC_HELP
 from ..score import score_records
 from .common import _paths, _print_frame, any_device_flag, out_path, print_table
 

@@ -11,10 +11,7 @@ from .common import _paths, _print_frame, csv_text, optional_params
 def cmd_status(args) -> int:
     paths = _paths(args, only_reads=True)
     # The params file says which tasks the models train on; it speaks for its own data root.
-    params = optional_params(args.params)
-    if params is not None and params.paths.root != paths.root:
-        params = None
-    frame = device_status(paths, params)
+    frame = device_status(paths, optional_params(args.params, paths))
     if args.format == "csv":
         sys.stdout.write(csv_text(frame))
     elif args.format == "json":

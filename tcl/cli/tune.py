@@ -9,7 +9,7 @@ from ..tune import (AUTO, AUTO_HELP, CONV_ALGORITHMS, CONV_HELP, LAYOUT_HELP, LA
                     TCL_SEARCH, TCL_UPDATE, UPDATE_MODES, plan_tuning, report_lines, tune_network,
                     versus_line)
 from ..store.devices import DeviceRegistry
-from .common import MAX_SEED, _paths, any_device_flag, int_in, out_path
+from .common import MAX_SEED, _paths, any_device_flag, int_in, optional_params, out_path
 
 
 def cmd_tune(args) -> int:
@@ -22,12 +22,14 @@ def cmd_tune(args) -> int:
         return 0
     if args.out:
         out_path(args.out, "directory")
-    r = tune_network(_paths(args), args.network, args.device, args.model, trials=args.trials,
+    paths = _paths(args)
+    r = tune_network(paths, args.network, args.device, args.model, trials=args.trials,
                      update=args.update, seed=args.seed, population=args.population,
                      generations=args.generations, scheduler=args.scheduler,
                      layout=args.layout, fast_math=args.fast_math, fuse=args.fuse,
                      conv=args.conv, out=args.out,
-                     progress=sys.stderr.isatty(), any_device=args.any_device)
+                     progress=sys.stderr.isatty(), any_device=args.any_device,
+                     sources=_refit_sources(args, paths) if args.update == "refit" else None)
     per_task = ", ".join(f"{n}" for n in r.trials_per_task.values())
     print(f"{r.network} on {r.device} with {r.model}: {r.trials} trials over {r.tasks} tasks "
           f"(per task: {per_task}); tuning {r.tune_s:.0f}s (building {r.build_s:.0f}s, running "
@@ -40,6 +42,14 @@ def cmd_tune(args) -> int:
     print("\n".join(report_lines(r)))
     print(versus_line(r, DeviceRegistry(_paths(args)).get(r.device).num_cores))
     return 0
+
+
+def _refit_sources(args, paths):
+    """The records a refit learns from besides the search's: the params file's train.sources,
+    what the device's models learned from, where the file names this data root; else None
+    (every record)."""
+    params = optional_params(args.params, paths)
+    return None if params is None else params.train.sources
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,6 +68,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                          f"slow), or kept as a prior that an online XGBoost corrects (residual; "
                          f"default {TCL_UPDATE} for tcl's models: docs/results.md, \"tcl tune's "
                          "defaults\", says why)")
+    tu.add_argument("--params",
+                    help="with --update refit: its train.sources are the records the refit "
+                         "learns from besides the search's (default: params.yaml, where it "
+                         "exists and names this data root; else every record)")
     tu.add_argument("--seed", type=int_in(0, MAX_SEED), default=0)
     tu.add_argument("--population", type=int_in(2, 8192),
                     help="evolutionary search: schedules the model scores per generation "

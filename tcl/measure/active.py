@@ -19,9 +19,11 @@ from typing import Any, Callable
 import polars as pl
 
 from ..config import Paths, TclError
-from ..dataset import load_program_set, to_program_set
-from ..features import featurize, load_features
+from ..continual import BACKBONES
+from ..dataset import load_program_set, program_set
+from ..features import featurize
 from ..models import make_model
+from ..models.base import ProgramSet
 from ..samplers import Pool, make_sampler, parse_budget, sampler_options
 from ..sampling import enough_candidates, ensure_candidates, load_candidates
 from ..store.devices import Device
@@ -39,7 +41,9 @@ class Selection:
     budget: int | float = 0.1
     rounds: int = 1
     options: dict[str, Any] = field(default_factory=dict)
-    round_model: str = "tenset-mlp"       # trained on the rounds so far, for the next round
+    # trained on the rounds so far, for the next round: the first kind a cold start takes
+    # (tcl.resolve.COLD_START), a continual backbone
+    round_model: str = BACKBONES[0]
     round_hyper: dict[str, Any] = field(default_factory=lambda: {"epochs": 30})
     seed: int = 0
     first_tasks: tuple[str, ...] = ()     # deploy-first: these tasks' share comes first
@@ -117,21 +121,14 @@ def sample_pool(paths: Paths, tasks: pl.DataFrame, pool_per_task: int,
                                                                "task_id": pl.Utf8})
 
 
-def _pool_frame(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task: int,
-                seed: int) -> tuple[pl.DataFrame, set[str]]:
-    """Candidates (sampled and featurized where missing) and the program ids measured on the
-    device, over ``tasks``."""
+def _pool(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_task: int,
+          seed: int) -> tuple[ProgramSet, set[str]]:
+    """The candidates of ``tasks`` (sampled and featurized where missing) as a ProgramSet
+    without labels, and the program ids measured on the device."""
     cands = sample_pool(paths, tasks, pool_per_task, seed)
-    task_ids = tasks["task_id"].to_list()
-    featurize(paths, task_ids=task_ids, progress=False)
-    feats = load_features(paths, task_ids)
-    frame = cands.join(feats.drop("task_id"), on="program_id", how="inner")
+    featurize(paths, task_ids=tasks["task_id"].to_list(), progress=False)
     done = set(RecordStore(paths).read(device.name, columns=["program_id"])["program_id"])
-    return frame, done
-
-
-def _program_set(frame: pl.DataFrame):
-    return to_program_set(frame.sort("task_id", "program_id"), with_labels=False)
+    return program_set(paths, cands, labels=False), done
 
 
 def _stored_pool(paths: Paths, tasks: pl.DataFrame, pool_per_task: int
@@ -306,16 +303,15 @@ def _select_round(paths: Paths, device: Device, tasks: pl.DataFrame, pool_per_ta
                   model_name: str) -> pl.DataFrame | None:
     """Select round ``r`` (at most ``k`` programs) and store it; None when nothing is left."""
     store = SelectionStore(paths)
-    frame, done = _pool_frame(paths, device, tasks, pool_per_task, selection.seed)
+    ps, done = _pool(paths, device, tasks, pool_per_task, selection.seed)
     earlier = set().union(*[set(store.read(device.name, run, q)["program_id"])
                             for q in range(r)])
     # The pool holds the measured candidates too, as ``already``: diversity keeps away from
     # them, and they are never picked again.
-    taken = (done | earlier) & set(frame["program_id"])
-    k = min(k, len(frame) - len(taken))
+    taken = (done | earlier) & set(ps.program_ids.astype(str))
+    k = min(k, len(ps) - len(taken))
     if k == 0:
         return None
-    ps = _program_set(frame)
     pool = Pool(ps, task_weights=weights, first_tasks=selection.first_tasks or None)
     ids = sampler.select(pool, k, model=model, already=taken, seed=selection.seed + r)
     task_of = dict(zip(ps.program_ids.astype(str), ps.task_ids.astype(str)))

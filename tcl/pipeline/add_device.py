@@ -38,7 +38,8 @@ from ..config import TclError
 from ..measure.active import ActiveRun, plan_active, sample_pool
 from ..measure.collect import CollectStats, collect, plan as collect_plan, probe_rate, \
     records_rate
-from ..registry import Entry, ModelRegistry, resolve_model
+from ..registry import Entry
+from ..resolve import cold_start_model
 from ..store.catalog import records
 from ..store.devices import Device, DeviceRegistry, clear_failed, mark_failed
 from ..store.records import RecordStore, safe_component
@@ -141,14 +142,17 @@ def _fmt(v) -> str:
     return "" if v is None else f"{v:.3f}"
 
 
-# The teacher: the newest registered model of the continual backbone made for another device
-# (``tcl.registry.resolve_model``'s "*/latest").
-TEACHER = "*/latest"
-
-
 def _no_teacher(params: Params, device: str) -> TclError:
     return TclError(f"no registered {params.continual.backbone} model to distill {device!r} "
                     f"from: run the continual sequence first (`tcl stage distill`)")
+
+
+def _teacher(params: Params, device: str, load: bool = True):
+    """The cold-start model (``tcl.resolve.COLD_START``) that is a registered model of the
+    continual backbone: distilling it needs its registry row. ``load`` False: a plan's, named
+    only."""
+    return cold_start_model(params.paths, device, backbone=params.continual.backbone,
+                            registered=True, load=load)
 
 
 def check_device(params: Params, name: str) -> Device:
@@ -197,8 +201,7 @@ def start_run(params: Params, device: str, say: Callable[[str], None] = print,
               progress: bool = False, started: float | None = None) -> AddDeviceRun:
     """Resolve the device, the teacher (resolved and loaded here only) and the tasks."""
     dev = check_device(params, device)   # unknown or path-like: a clear error
-    teacher = resolve_model(params.paths, device, TEACHER, any_device=True,
-                            backbone=params.continual.backbone, optional=True)
+    teacher = _teacher(params, device)
     if teacher is None:
         raise _no_teacher(params, device)
     e = teacher.entry
@@ -370,10 +373,10 @@ def plan_add_device(params: Params, device: Device, probe_s: float = PROBE_S,
     candidates, records and models alone; the estimate's rate comes from the closest device
     with records (``similar_device``), or else from a probe that measures for ``probe_s``
     seconds (stored nowhere). Writes nothing but caches."""
-    # what TEACHER resolves to, named only: a plan loads no model
-    teacher = ModelRegistry(params.paths).latest_elsewhere(device.name, params.continual.backbone)
-    if teacher is None:
+    found = _teacher(params, device.name, load=False)   # named only: a plan loads no model
+    if found is None:
         raise _no_teacher(params, device.name)
+    teacher = found.entry
     tasks = selected_tasks(params)
     train, held = tasks.filter(~pl.col("holdout")), tasks.filter(pl.col("holdout"))
     active = plan_active(params.paths, device, train, params.sample.programs_per_task,

@@ -30,18 +30,19 @@ from typing import Callable
 import numpy as np
 import polars as pl
 
-from ..config import Paths, TclError
+from ..config import TclError
 from ..continual.base import DeviceData, Settings, config_of, make_distiller
-from ..dataset import (SOURCES, evaluation_records, load_program_set, measured,
-                       record_sources, to_program_set)
+from ..dataset import (SOURCES, held_out_program_set, program_set, record_sources,
+                       training_records)
 from ..evaluate import evaluate
 from ..features import load_features
 from ..metrics import forgetting_summary
 from ..progress import Progress
-from ..registry import Entry, ModelRegistry, resolve_model
+from ..registry import Entry, ModelRegistry
+from ..resolve import resolve_model
 from ..samplers import Pool, make_sampler, parse_budget, sampler_options
 from ..store.selections import SelectionStore
-from ..train import holdout_task_ids, split_tasks
+from ..train import split_tasks
 from ..zoo.extract import load_networks, load_tasks
 from .inputs import selection
 from .params import Params
@@ -66,17 +67,8 @@ def _records(params: Params, device: str, task_ids: list[str] | None) -> pl.Data
     """program_id, task_id, latency (NaN for error rows), measured_at, source of the device's
     records that the models learn from (``train.sources``; never a held-out task), of ``task_ids``
     only when given."""
-    frame = measured(params.paths, device, task_ids, sources=params.train.sources,
-                     extra=("measured_at", "source"))
-    return frame.filter(~pl.col("task_id").is_in(sorted(holdout_task_ids(params.paths))))
-
-
-def _program_set(paths: Paths, rows: pl.DataFrame, labels: bool):
-    feats = load_features(paths, rows["task_id"].unique().sort().to_list())
-    frame = rows.join(feats.drop("task_id"), on="program_id", how="inner")
-    if not labels:
-        frame = frame.drop("latency", strict=False)
-    return to_program_set(frame.sort("task_id", "program_id"), with_labels=labels)
+    return training_records(params.paths, device, params.train.sources, task_ids,
+                            extra=("measured_at", "source"))
 
 
 def pool_rows(params: Params, task_ids: list[str]) -> pl.DataFrame:
@@ -102,7 +94,7 @@ def subset_ids(params: Params, device: str, records: pl.DataFrame, teacher,
                        f"task (import or measure its records first)")
 
     sel = selection(params)
-    ps = _program_set(params.paths, ok.select("program_id", "task_id"), labels=False)
+    ps = program_set(params.paths, ok.select("program_id", "task_id"), labels=False)
     k = parse_budget(params.continual.subset, len(ps))
     sampler = make_sampler(sel.sampler, on_note=lambda n: say(f"distill: {n}"),
                            **sampler_options(sel.sampler, sel.options, teacher))
@@ -132,10 +124,10 @@ def device_data(params: Params, device: str, labelled_rows: pl.DataFrame,
     rows = labelled_rows.filter(pl.col("latency").is_not_null())
     train_ids, valid_ids = split_tasks(rows["task_id"].unique().to_list(),
                                        params.train.valid_fraction, params.continual.seed)
-    labelled = _program_set(params.paths, rows.filter(pl.col("task_id").is_in(train_ids)), True)
-    valid = _program_set(params.paths, rows.filter(pl.col("task_id").is_in(valid_ids)), True) \
+    labelled = program_set(params.paths, rows.filter(pl.col("task_id").is_in(train_ids)), True)
+    valid = program_set(params.paths, rows.filter(pl.col("task_id").is_in(valid_ids)), True) \
         if valid_ids else None
-    unlabelled = _program_set(params.paths, pool, False) if pool is not None else None
+    unlabelled = program_set(params.paths, pool, False) if pool is not None else None
     return DeviceData(device, labelled, valid, unlabelled)
 
 
@@ -310,12 +302,7 @@ def evaluate_continual(params: Params, model, registry: ModelRegistry | None = N
 
 def held_out_scores(params: Params, model, device: str) -> pl.DataFrame:
     """tcl.evaluate.evaluate's rows for ``model`` on ``device``'s held-out networks."""
-    held = holdout_task_ids(params.paths)
-    records = evaluation_records(params.paths, device)
-    ids = sorted(held & set(records["task_id"].to_list()))
-    if not ids:
-        raise TclError(f"device {device!r} has no measured program of a held-out task")
-    ps = load_program_set(params.paths, device, ids, records=records)
+    ps = held_out_program_set(params.paths, device)
     return evaluate({"model": model}, ps, None, load_networks(params.paths),
                     load_tasks(params.paths), ks=params.evaluate.top_k)
 

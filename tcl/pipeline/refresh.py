@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..registry import ModelRegistry
+from ..resolve import resolve_model
 from .params import Params
 
 
@@ -27,7 +28,9 @@ def refresh_all(params: Params, say: Callable[[str], None] = print) -> dict:
              if e.device not in params.continual.sequence and e.backbone ==
              params.continual.backbone]
     for device in dict.fromkeys(e.device for e in added):
-        latest = registry.latest(device, params.continual.backbone)
+        # its newest model, named only: distill_device loads the teacher it needs
+        latest = resolve_model(params.paths, device, "continual",
+                               backbone=params.continual.backbone, load=False).entry
         teacher = registry.get(latest.parent).device if latest.parent else None
         if teacher is None:
             continue

@@ -20,7 +20,7 @@ from ..config import TclError, write_json
 from ..features import featurize
 from ..measure.active import select_and_measure
 from ..measure.collect import CollectStats, collect
-from ..registry import resolve_model
+from ..resolve import resolve_model
 from ..sampling import ensure_candidates, load_candidates
 from ..store.catalog import candidates_measured
 from ..store.devices import DeviceRegistry

@@ -24,8 +24,7 @@ from ..config import Paths
 from ..registry import ModelRegistry
 from ..store.catalog import Catalog
 from ..store.devices import DeviceRegistry, failures
-from ..dataset import SOURCES, record_sources
-from ..train import holdout_task_ids
+from ..dataset import SOURCES, holdout_task_ids, record_sources
 from ..zoo.extract import load_networks
 from .params import Params
 

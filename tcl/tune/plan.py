@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..config import Paths, TclError
 from ..measure.collect import throughput
-from ..registry import check_model_spec
+from ..resolve import check_model_spec
 from ..measure.devices import create
 from ..store.devices import Device, DeviceRegistry
 from ..store.records import RecordStore

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -31,16 +32,16 @@ from typing import Any
 import numpy as np
 
 from ..config import Paths, TclError, atomic_write
-from ..dataset import load_program_set, tune_source
+from ..dataset import program_set, training_records, tune_source
 from ..measure.msjson import import_database
 from ..measure.devices import create
 from ..measure.devices.base import stop_runner
 from ..measure.timed import Stopwatch, timed
+from ..models.base import ProgramSet
 from ..progress import Progress
-from ..registry import resolve_model
+from ..resolve import resolve_model
 from ..store.devices import Device
 from ..store.records import task_id_of
-from ..train import holdout_task_ids
 from ..tvm_compat import meta_schedule
 from .choices import choose
 from .curve import progress_callback, write_curve
@@ -55,10 +56,17 @@ from .timing import Timed, time_compiled, time_split
 TOLERANCE = {"rtol": 1e-3, "atol": 1e-3}             # tuned outputs against PyTorch's, fp32
 
 
+def refit_base(paths: Paths, device: str, sources: Sequence[str] | None = None) -> ProgramSet:
+    """What ``--update refit`` learns from besides the search's own measurements: the device's
+    training records (``sources``: params ``train.sources``, None: every record; never a
+    held-out network's task), the records its models were trained on."""
+    return program_set(paths, training_records(paths, device, sources))
+
+
 def cost_model_for(paths: Paths, device: str, model: str, update: str,
-                   any_device: bool = False):
+                   any_device: bool = False, sources: Sequence[str] | None = None):
     """(what tune_relax takes as cost_model, a description); ``any_device``: accept a model
-    made for another device (``registry.check_model_device``)."""
+    made for another device (``resolve.check_model_device``); ``sources``: ``refit_base``'s."""
     if model in ONLINE:
         if update != "none":
             raise TclError(f"--update applies to tcl's models; {model} is MetaSchedule's own "
@@ -69,13 +77,7 @@ def cost_model_for(paths: Paths, device: str, model: str, update: str,
     found = resolve_model(paths, device, model, any_device=any_device)
     from ..models.adapter import TclCostModel
 
-    base = None
-    if update == "refit":
-        # What refitting learns from besides the search's own measurements: the device's
-        # training programs (never a held-out network's), as the model was trained on.
-        base = load_program_set(paths, device)
-        keep = ~np.isin(base.task_ids.astype(str), sorted(holdout_task_ids(paths)))
-        base = base.subset(np.flatnonzero(keep))
+    base = refit_base(paths, device, sources) if update == "refit" else None
     how = {"none": "frozen", "refit": "refit online",
            "residual": "prior + online residual XGBoost"}[update]
     return TclCostModel(found.model, update, base), f"{found.what} ({how})"
@@ -100,7 +102,8 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
                  scheduler: str = "gradient", layout: str = "nchw", fast_math: bool = False,
                  fuse: bool = True, conv: str = "direct", out: str | Path | None = None,
                  progress: bool = True, any_device: bool = False,
-                 set_aside: bool | None = None) -> TuneResult:
+                 set_aside: bool | None = None,
+                 sources: Sequence[str] | None = None) -> TuneResult:
     """Tune ``network`` for ``device_name`` with ``trials`` measured candidates, MetaSchedule's
     evolutionary search (``population`` schedules scored by the model per generation, for
     ``generations`` generations: MetaSchedule's defaults are 512 and 4) guided by ``model``
@@ -114,7 +117,8 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     ``run_suffix``). An interrupted run of this device with other parameters found there is
     moved aside (``set_aside``: its records join the store, and this run starts over) or
     refused; None: moved aside from the default directory, refused from one the caller named
-    (``tcl tune --out``: ``resume.prepare_out``).
+    (``tcl tune --out``: ``resume.prepare_out``). ``sources``: the records a refit learns
+    from (``refit_base``).
 
     Four steps: ``prepare`` (the run settled, its directory and tasks), ``search`` (MetaSchedule
     measures the trials), ``verify`` (the network compiled, checked against PyTorch and timed)
@@ -122,8 +126,8 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     run = prepare(paths, network, device_name, model, trials=trials, update=update, seed=seed,
                   population=population, generations=generations, scheduler=scheduler,
                   layout=layout, fast_math=fast_math, fuse=fuse, conv=conv, out=out,
-                  progress=progress,
-                  any_device=any_device, set_aside=set_aside)
+                  progress=progress, any_device=any_device, set_aside=set_aside,
+                  sources=sources)
     searched = search(run)
     return finish(run, searched, verify(run))
 
@@ -185,7 +189,8 @@ def prepare(paths: Paths, network: str, device_name: str, model: str, *, trials:
             update: str | None, seed: int, population: int | None, generations: int | None,
             scheduler: str, layout: str, fast_math: bool, fuse: bool, conv: str,
             out: str | Path | None,
-            progress: bool, any_device: bool, set_aside: bool | None) -> Prepared:
+            progress: bool, any_device: bool, set_aside: bool | None,
+            sources: Sequence[str] | None = None) -> Prepared:
     """``tune_network``'s first step, with its arguments (their defaults are its): the settings
     checked and the model's defaults filled in, the run's directory made (or an interrupted run
     there resumed: ``resume.prepare_out``) with its run file, the network extracted into tasks,
@@ -202,7 +207,7 @@ def prepare(paths: Paths, network: str, device_name: str, model: str, *, trials:
     layout, conv = chosen.layout, chosen.conv
     for line in chosen.lines():
         print(f"tune: {line}", file=sys.stderr)
-    cm, what = cost_model_for(paths, device_name, model, update, any_device)
+    cm, what = cost_model_for(paths, device_name, model, update, any_device, sources)
     set_aside = not out if set_aside is None else set_aside
     # the defaults add nothing, so the directories of earlier runs keep their names
     out = Path(out) if out else paths.tuning_dir / (f"{inst.key}-{device_name}-"
