@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from ..config import Paths, TclError, one_line
+from ..config import Paths, TclError, one_line, write_text
 from .events import serving
 
 if TYPE_CHECKING:   # Prefect is imported only after prefect_defaults()
@@ -37,7 +37,8 @@ def prefect_defaults() -> None:
             home.mkdir(parents=True, exist_ok=True)
             ignore = home / ".gitignore"
             if not ignore.exists():
-                ignore.write_text("# Prefect's local state (ephemeral API database, logs)\n*\n")
+                write_text(ignore, "# Prefect's local state (ephemeral API database, logs)\n*\n",
+                           "Prefect home's .gitignore")
         except (OSError, TclError):   # no writable data root here (or an empty TCL_DATA, which
             return                    # the command refuses itself): Prefect's own ~/.prefect
         os.environ["PREFECT_HOME"] = str(home)

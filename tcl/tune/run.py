@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import Paths, TclError, atomic_write
+from ..config import Paths, TclError, atomic_write, write_text
 from ..dataset import load_program_set, tune_source
 from ..measure.msjson import import_database
 from ..measure.pooled_builder import pooled_builder
@@ -210,7 +210,8 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
     with Progress(f"tune {inst.key}: compile", 1, unit="networks"):
         executable = compile_network(database, mod, target, layout, fuse)
         lib = out / "network.so"
-        executable.export_library(str(lib))
+        with atomic_write(lib, "compiled network") as tmp:   # its suffix: TVM's format
+            executable.export_library(str(tmp))
     compile_s = time.perf_counter() - start
 
     with torch.no_grad():
@@ -241,6 +242,7 @@ def tune_network(paths: Paths, network: str, device_name: str, model: str = "lat
                         onnxruntime_ms=ort_ms, compile=describe(layout, target, fast_math, fuse))
     write_curve(result, out)
     summary = {k: v for k, v in asdict(result).items() if k != "curve"}
-    (out / "summary.json").write_text(json.dumps(
-        {**summary, "overhead_share": round(result.overhead_share, 4)}, indent=2) + "\n")
+    write_text(out / "summary.json", json.dumps(
+        {**summary, "overhead_share": round(result.overhead_share, 4)}, indent=2) + "\n",
+        "tuning summary")
     return result
