@@ -2,7 +2,8 @@
 ``tcl.device.added`` event) and the refresh flow (on ``add_device.refresh_cron``), bound to one
 params file, and a Prefect server on loopback for as long as they are served when none is
 configured. The flows themselves live in ``flows/`` (``flows.add_device``, ``flows.refresh``);
-``flows.serve`` passes them in, so this module never imports ``flows``.
+``tcl serve`` passes them in, found by their names (``prefect_setup.flow_named``), so this
+module never imports ``flows``.
 """
 from __future__ import annotations
 
