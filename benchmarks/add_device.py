@@ -64,7 +64,7 @@ def prepare(args) -> Path:
     if args.eval_programs is not None:
         raw["add_device"]["eval_programs_per_task"] = args.eval_programs
     params_file = work / "params.yaml"
-    params_file.write_text(yaml.safe_dump(raw, sort_keys=False))
+    write_text(params_file, yaml.safe_dump(raw, sort_keys=False), "params file")
     return params_file
 
 
@@ -100,7 +100,7 @@ def run_cli(params_file: Path, *argv: str) -> tuple[float, str]:
                          cwd=params_file.parent, text=True, capture_output=True)
     secs = time.time() - t0
     name = "-".join(a for a in argv if not a.startswith("{"))
-    (params_file.parent / f"tcl-{name}.log").write_text(out.stdout + out.stderr)
+    write_text(params_file.parent / f"tcl-{name}.log", out.stdout + out.stderr, "command log")
     if out.returncode != 0:
         raise SystemExit(f"tcl {' '.join(argv)} failed ({out.returncode}):\n"
                          f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
@@ -170,8 +170,7 @@ def bench(args) -> None:
               "quality": quality, "load_average": [round(x, 2) for x in load],
               "params": {k: yaml.safe_load(params_file.read_text())[k]
                          for k in ("sample", "select", "add_device")}}
-    results.parent.mkdir(parents=True, exist_ok=True)
-    results.write_text(json.dumps(record, indent=2) + "\n")
+    write_text(results, json.dumps(record, indent=2) + "\n", "results file")
     print(json.dumps(record, indent=2))
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from _common import host_short, report_errors
-from tcl.config import Paths, TclError
+from tcl.config import Paths, TclError, atomic_write, save_figure, write_text
 from tcl.metrics import standard_error
 
 # a setting's label -> (tcl tune's model, task scheduler, and its search: population and
@@ -59,8 +59,8 @@ def prefix_database(run_dir: Path, budget: int) -> Path:
     """A MetaSchedule JSON database holding each task's first ``budget`` measured candidates of
     the run (failures count: they were trials)."""
     out = run_dir / f"budget-{budget}" / "database"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / WORKLOADS_FILE).write_text((run_dir / "database" / WORKLOADS_FILE).read_text())
+    write_text(out / WORKLOADS_FILE, (run_dir / "database" / WORKLOADS_FILE).read_text(),
+               "database file")
     seen: dict[int, int] = {}
     kept = []
     for line in (run_dir / "database" / RECORDS_FILE).read_text().splitlines():
@@ -68,7 +68,7 @@ def prefix_database(run_dir: Path, budget: int) -> Path:
         seen[workload] = seen.get(workload, 0) + 1
         if seen[workload] <= budget:
             kept.append(line)
-    (out / RECORDS_FILE).write_text("".join(x + "\n" for x in kept))
+    write_text(out / RECORDS_FILE, "".join(x + "\n" for x in kept), "database file")
     return out
 
 
@@ -90,8 +90,9 @@ def compile_from(database_dir: Path, inst, device, lib: Path, summary: dict) -> 
     choices = compile_choices(summary)
     mod = network_module(inst, inst.module(), inst.example(), target=target, **choices)
     database = ms.database.JSONDatabase(work_dir=str(database_dir))
-    compile_network(database, mod, target, choices["layout"],
-                    choices["fuse"]).export_library(str(lib))
+    with atomic_write(lib, "compiled network") as tmp:
+        compile_network(database, mod, target, choices["layout"],
+                        choices["fuse"]).export_library(str(tmp))
 
 
 def layout_tasks(paths: Paths, network: str, device_name: str, layout: str) -> int:
@@ -211,7 +212,6 @@ def run(args) -> None:
 def retime_points(args) -> None:
     """Every point's network timed again (its ``network.so``), PyTorch eager beside it, in one
     sitting: for timings a busier host distorted. The first timing stays as ``first_ms``."""
-    from tcl.config import atomic_write
     from tcl.store.devices import DeviceRegistry
     from tcl.tune import resolve_instance, time_compiled
 
@@ -336,7 +336,6 @@ def summarize(args) -> None:
 def publish(c: dict[str, dict[int, dict]], rows: list[dict], paths: Paths) -> None:
     """The curves into the data root's budget-curve file (``tcl.tune.expect``), where ``tcl
     tune --dry-run`` reads them; this network and device's earlier points are replaced."""
-    from tcl.config import atomic_write
     from tcl.store.devices import DeviceRegistry
     from tcl.tune import CURVES_FILE, read_curves
 
@@ -409,7 +408,7 @@ def _plot(c: dict[str, dict[int, dict]], out: str, network: str, device: str,
     ax.set_title(f"{network} on {device} ({', '.join(hosts)})", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
+    save_figure(fig, out, "plot", dpi=100)
 
 
 def main(argv: list[str] | None = None) -> int:

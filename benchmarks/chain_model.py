@@ -31,7 +31,7 @@ import polars as pl
 import yaml
 
 from _common import report_errors
-from tcl.config import TclError
+from tcl.config import TclError, atomic_write, write_text
 
 OWN = ("models",)   # entries of the data root the scratch root keeps to itself
 
@@ -73,7 +73,8 @@ def build(args) -> None:
     raw["data"] = str(root.resolve())
     if args.sources:
         raw["train"]["sources"] = args.sources.split(",")
-    (root.parent / f"{out.stem}.params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    write_text(root.parent / f"{out.stem}.params.yaml", yaml.safe_dump(raw, sort_keys=False),
+               "params file")
     params = load_params(root.parent / f"{out.stem}.params.yaml")
     left_out = family_task_ids(params.paths, args.family) if args.family else set()
     chain = list(params.continual.sequence)
@@ -86,11 +87,12 @@ def build(args) -> None:
         lineage.append({"device": device, "id": r.entry.id, "method": r.entry.method,
                         "records": r.entry.n_records, "new": r.metrics.get("new", {})})
     entry = ModelRegistry(params.paths).latest(args.device)
-    shutil.copyfile(params.paths.root / entry.path, out)
+    with atomic_write(out, "model file") as tmp:
+        shutil.copyfile(params.paths.root / entry.path, tmp)
     info = {"family": args.family, "sources": list(params.train.sources), "device": args.device,
             "tasks_left_out": len(left_out), "records": entry.n_records, "lineage": lineage,
             "model": str(out)}
-    out.with_suffix(".json").write_text(json.dumps(info, indent=1) + "\n")
+    write_text(out.with_suffix(".json"), json.dumps(info, indent=1) + "\n", "model facts file")
     print(f"{out}: {args.device}'s model, family left out: {args.family or 'none'} "
           f"({len(left_out)} tasks), sources {', '.join(params.train.sources)}; "
           f"{entry.n_records} records on {args.device}; held-out: {lineage[-1]['new']}",

@@ -417,6 +417,8 @@ def summarize(args) -> str:
 def plot(frame: pl.DataFrame, path: Path) -> None:
     import matplotlib
 
+    from tcl.config import save_figure
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -441,7 +443,7 @@ def plot(frame: pl.DataFrame, path: Path) -> None:
         ax.set_ylim(0, 1)
     axes[0][0].legend(fontsize=7, loc="lower left")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, "plot", dpi=120)
 
 
 def main() -> None:

@@ -44,7 +44,7 @@ import polars as pl
 
 from _common import report_errors
 from tcl import metrics
-from tcl.config import Paths, TclError
+from tcl.config import Paths, TclError, save_figure
 from tcl.features import FEATURE_VIEWS
 from tcl.zoo.networks import LONG_TAIL
 
@@ -261,7 +261,7 @@ def plot(fam: pl.DataFrame, models: list[str], out: Path) -> None:
             if i == 0 and j == 0:
                 ax.legend(fontsize=7, ncol=3)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    save_figure(fig, out, "plot", dpi=110)
 
 
 # Issue 27's targets for the default model, per family and device.

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from _common import report_errors
 
-from tcl.config import TclError
+from tcl.config import TclError, write_text
 from tcl.store.devices import host_identity
 from tcl.pipeline.params import load_params
 
@@ -165,8 +165,8 @@ def main() -> int:
         run = run_main_job(args.repo.resolve(), args.params, args.keep)
         text = table(run)
         print(text, end="")
-        args.out.write_text(text)
-        args.json.write_text(json.dumps(run, indent=2) + "\n")
+        write_text(args.out, text, "main-job table")
+        write_text(args.json, json.dumps(run, indent=2) + "\n", "main-job run file")
 
     return report_errors("main_job", job)
 

@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from _common import mean_std, parse_value, pipeline_task_ids
-from tcl.config import Paths, TclError
+from tcl.config import Paths, TclError, write_text
 from tcl.evaluate import evaluate, markdown_table, synthetic_data
 from tcl.models import MODEL_KINDS, make_model
 from tcl.models.base import ProgramSet
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         md += "\n\nMean (std) over seeds " + args.seeds + ":\n\n" + markdown_table(seed_summary(table))
     print(md)
     if args.out:
-        args.out.write_text(md + "\n")
+        write_text(args.out, md + "\n", "results table")
     return 0
 
 

@@ -45,7 +45,7 @@ import numpy as np
 import polars as pl
 
 from _common import report_errors
-from tcl.config import Paths, TclError
+from tcl.config import Paths, TclError, atomic_write
 
 BUILTIN = "vm.builtin."   # the Relax VM's own calls (allocation, shape checks, tuples)
 
@@ -306,7 +306,8 @@ def compile_run(paths: Paths, run: dict, run_dir: Path, out: Path) -> tuple:
         lookups: dict[str, tuple[tuple[str, str], bool]] = {}
         executable = ms.relax_integration.compile_relax(recording_view(database, lookups), mod,
                                                        target, None)
-        executable.export_library(str(out / "network.so"))
+        with atomic_write(out / "network.so", "compiled network") as lib:
+            executable.export_library(str(lib))
         by_id = {task_id_of(t.dispatched[0]): t for t in tasks}
         info = {t.task_name: {"weight": int(t.weight), "best_ms": best_ms(database, t, target),
                               "kernels": [], "tuned": []} for t in tasks}
@@ -316,7 +317,8 @@ def compile_run(paths: Paths, run: dict, run_dir: Path, out: Path) -> tuple:
                 continue
             data, error = build_to_bytes(tvm.ir.save_json(sch.mod), tvm.ir.save_json(target))
             if data is not None:
-                (out / f"{t.task_name}.tar").write_bytes(data)
+                with atomic_write(out / f"{t.task_name}.tar", "built kernel") as tmp:
+                    tmp.write_bytes(data)
                 info[t.task_name]["as_tuned"] = str(out / f"{t.task_name}.tar")
                 info[t.task_name]["args"] = ms.arg_info.ArgInfo.from_prim_func(
                     t.dispatched[0]["main"])

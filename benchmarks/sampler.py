@@ -113,10 +113,10 @@ def write_device_data(data: DeviceData, f: Path) -> None:
             arrays[k] = arrays[k].astype(str)
     arrays["train_ids"] = np.array(data.train_ids, dtype=str)
     arrays["holdout_ids"] = np.array(data.holdout_ids, dtype=str)
-    tmp = f.with_name(f.name + ".tmp")
-    with open(tmp, "wb") as fh:
+    from tcl.config import atomic_write
+
+    with atomic_write(f, "device data file") as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **arrays)
-    os.replace(tmp, f)
 
 
 def read_device_data(f: Path) -> DeviceData:
@@ -200,6 +200,7 @@ class Context:
 
     def ensemble(self, source: str, seed: int) -> list:
         """``members`` TenSet-MLPs trained on the source device's whole training pool."""
+        from tcl.config import write_text
         from tcl.models import load_model, make_model
         from tcl.train import split_tasks
 
@@ -220,7 +221,8 @@ class Context:
                       relabeled(subset_tasks(src.programs, valid_ids)) if valid_ids else None)
             model.save(f)
             secs = time.perf_counter() - start
-            f.with_suffix(".json").write_text(json.dumps({"train_s": round(secs, 2)}) + "\n")
+            write_text(f.with_suffix(".json"), json.dumps({"train_s": round(secs, 2)}) + "\n",
+                       "training facts file")
             log(f"source model {source} seed {seed} member {i}: {secs:.1f} s")
             models.append(model)
         self.ensembles[(source, seed)] = models
@@ -786,6 +788,8 @@ def summarize(args) -> str:
 def plot(held: pl.DataFrame, path: Path) -> None:
     import matplotlib
 
+    from tcl.config import save_figure
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -824,7 +828,7 @@ def plot(held: pl.DataFrame, path: Path) -> None:
             ax.set_title(f"{device}, {model}: {metric} on held-out networks", fontsize=9)
     axes[0][0].legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, "plot", dpi=100)
     plt.close(fig)
 
 

@@ -43,7 +43,7 @@ import numpy as np
 import polars as pl
 
 from _common import DEFAULT_SEARCH, host_short, report_errors, run_label, search_of
-from tcl.config import Paths, TclError
+from tcl.config import Paths, TclError, save_figure, write_text
 from tcl.metrics import standard_error as _se
 
 MODELS = ("tcl", "tenset-mlp", "xgb-online", "random")
@@ -241,7 +241,7 @@ def recurve(results: Path, work: Path) -> None:
         model = tcl_model(paths, r["device"]) if r["model_arg"] == "tcl" else r["model_arg"]
         r["data_records"] = training_records(paths, r["device"], model)
         r["data_collection_s"] = r["data_records"] * seconds_per_record(paths, r["device"])
-    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_text(results, "".join(json.dumps(r) + "\n" for r in rows), "results file")
     print(f"recomputed the curves of {len(rows)} runs in {results}", file=sys.stderr)
 
 
@@ -268,7 +268,8 @@ def retime_rows(results: Path, work: Path, again: bool = False) -> None:
         sittings.append({**got, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                          "load_1min": os.getloadavg()[0]})
         r.update({k: float(np.median([x[k] for x in sittings if k in x])) for k in got})
-        results.write_text("".join(json.dumps(x) + "\n" for x in rows))   # each as it comes
+        write_text(results, "".join(json.dumps(x) + "\n" for x in rows),   # each as it comes
+                   "results file")
         print(f"{r['network']} {r['device']} {r['model_arg']}/{r['update']} seed {r['seed']}: "
               f"{r['as_tuned']['latency_ms']:.2f} -> {got['latency_ms']:.2f} ms, median of "
               f"{len(sittings)} sittings {r['latency_ms']:.2f} (PyTorch "
@@ -481,7 +482,7 @@ def _plot(groups: dict[tuple, list[dict]], out: str) -> None:
         ax.set_yscale("log")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    save_figure(fig, out, "plot", dpi=110)
     plt.close(fig)
 
 

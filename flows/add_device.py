@@ -5,7 +5,8 @@ that measure retry after a transient failure, resuming from the store), and the 
 published as a Markdown artifact (table, step times and plot).
 
 ``python -m flows.add_device --device NAME`` runs it; ``tcl device add`` runs it when no server
-listens, and ``tcl serve`` serves it on the ``tcl.device.added`` event (``flows.serve``)."""
+listens, and ``tcl serve`` serves it on the ``tcl.device.added`` event
+(``tcl.pipeline.deployments``); both find it by its name (pyproject.toml's ``tcl.flows``)."""
 from __future__ import annotations
 
 import sys

@@ -23,6 +23,7 @@ from flows.sample import sample
 from flows.select import select
 from flows.train import train
 from flows.zoo import zoo
+from tcl.config import write_text
 from tcl.pipeline.params import load_params
 
 
@@ -52,7 +53,8 @@ def pipeline(params_file: str = "params.yaml") -> dict[str, str]:
         stages.append({"stage": name, "start": _utc(start), "end": _utc(end),
                        "seconds": round(end - start, 2),
                        "cpu_seconds": round(_cpu_seconds() - cpu, 1)})
-        out.write_text(json.dumps({"params": params_file, "stages": stages}, indent=2) + "\n")
+        write_text(out, json.dumps({"params": params_file, "stages": stages}, indent=2) + "\n",
+                   "stage timings file")
     return value   # the last stage's: evaluate's report files
 
 

@@ -3,7 +3,7 @@ device whose records, teacher or settings changed is distilled again; with nothi
 is trained and nothing is registered.
 
 ``python -m flows.refresh`` runs it; ``tcl serve`` serves it on ``add_device.refresh_cron``
-(``flows.serve``)."""
+(``tcl.pipeline.deployments``), finding it by its name (pyproject.toml's ``tcl.flows``)."""
 from __future__ import annotations
 
 import sys

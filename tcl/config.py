@@ -54,7 +54,22 @@ def atomic_write(path: Path, what: str) -> Iterator[Path]:
     fsynced and renamed onto ``path``, so a reader (or a killed writer's next run) sees the old
     file or the whole new one. On any failure the temporary file is removed, and a full disk or
     the file-size limit is a TclError naming ``path``, the ``what`` (e.g. "record file"),
-    whatever the writing library made of it. Every file tcl writes whole goes through here."""
+    whatever the writing library made of it.
+
+    Every file that tcl, flows/ and benchmarks/ write whole goes through here (``write_text``,
+    ``write_json`` and ``save_figure`` for text, JSON and plots; a library's writer is given the
+    temporary path). The writers that do not, and why:
+    - logs and appended lines, written as they come so that a killed run keeps what it did:
+      the logs (``.logs/``, the Prefect server's, the main job's), the retired records' log, a
+      tuning run's curve points and the benchmarks' result lines;
+    - the store catalog's note (``tcl.store.catalog``), plain on purpose: a torn note fails to
+      parse and costs one rebuild, and a failed write must not fail the query that made it;
+    - a built library handed to MetaSchedule's runner (``tcl.measure.builder``), written into a
+      fresh temporary directory of its own that nothing reads before the write returns;
+    - two writers in ``tcl/models``, which is fitting code (``tcl.train.fit_key`` hashes it,
+      so a change there makes every committed model again): ``stream.write_parquet`` streams row
+      groups to the scratch file its caller names (a benchmark, a test), and ``convert_file``
+      copies the original to ``<file>.pre-convert`` before it replaces it (itself atomically)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".tmp-{uuid.uuid4().hex}-{path.name}"
@@ -80,12 +95,26 @@ def atomic_write(path: Path, what: str) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
+def write_text(path: Path, text: str, what: str) -> None:
+    """``text`` as UTF-8, written whole (``atomic_write``)."""
+    with atomic_write(path, what) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
 def write_json(path: Path, value: object, what: str) -> None:
     """``value`` as indented, key-sorted JSON text, written whole (``atomic_write``)."""
     import json
 
+    write_text(path, json.dumps(value, indent=2, sort_keys=True, default=str) + "\n", what)
+
+
+def save_figure(fig, path: Path, what: str, **options) -> Path:
+    """A matplotlib figure saved whole to ``path`` (``atomic_write``; the format from its
+    suffix), ``options`` passed to ``savefig`` (dpi ...)."""
+    path = Path(path)
     with atomic_write(path, what) as tmp:
-        tmp.write_text(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
+        fig.savefig(tmp, format=path.suffix.lstrip(".") or None, **options)
+    return path
 
 
 def disk_problem(error: BaseException, written: Path) -> str | None:

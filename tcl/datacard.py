@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from .config import Paths
+from .config import Paths, save_figure
 from .evaluate import markdown_table
 from .measure.collect import collect
 from .metrics import spearman
@@ -181,8 +181,7 @@ def latency_plot(cat: Catalog, out: Path) -> Path:
     ax.legend()
     ax.set_title("Measured latency per device (ok records)")
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    save_figure(fig, out, "data card plot", dpi=110)
     plt.close(fig)
     return out
 

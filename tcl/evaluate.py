@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from . import metrics
-from .config import TclError
+from .config import TclError, save_figure, write_text
 from .models.base import CostModel, ProgramSet
 from .tokens import PER_STORE_WIDTH, TOKEN_WIDTH, VOCAB
 
@@ -194,7 +194,7 @@ def _plot(frame: pl.DataFrame, path: Path) -> None:
         ax.set_title(f"{device}: mean over held-out networks", fontsize=9)
     axes[0][0].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, "report plot", dpi=110)
     plt.close(fig)
 
 
@@ -237,8 +237,9 @@ def write_report(frame: pl.DataFrame, out_dir: str | Path) -> dict[str, Path]:
           markdown_table(show("op_class", "op_class")), ""]
     paths = {"markdown": out / "evaluation.md", "metrics": out / "metrics.json",
              "plot": out / "evaluation.png"}
-    paths["markdown"].write_text("\n".join(md))
-    paths["metrics"].write_text(json.dumps(_metrics_json(frame), indent=2, sort_keys=True))
+    write_text(paths["markdown"], "\n".join(md), "report file")
+    write_text(paths["metrics"], json.dumps(_metrics_json(frame), indent=2, sort_keys=True),
+               "report file")
     _plot(frame, paths["plot"])
     return paths
 

@@ -310,8 +310,9 @@ def _summary(frame: pl.DataFrame, out: Path) -> dict[str, Path]:
         for model, figures in models.items():
             write_json(files["by_model"] / device / f"{model}.json",
                        {v: figures[v] for v in figures if not v.startswith("se_")}, "report file")
-    mean.select(pl.concat_str([pl.col("device").fill_null("all"), pl.col("model")],
-                              separator=" ").alias("run"),
-                pl.col("device").fill_null("all"), "model", *values) \
-        .write_csv(files["scores"], float_precision=4)
+    scores = mean.select(pl.concat_str([pl.col("device").fill_null("all"), pl.col("model")],
+                                       separator=" ").alias("run"),
+                         pl.col("device").fill_null("all"), "model", *values)
+    with atomic_write(files["scores"], "report file") as tmp:
+        scores.write_csv(tmp, float_precision=4)
     return files

@@ -700,7 +700,7 @@ def test_the_cron_rule_is_the_one_tcl_serve_applies(cron):
     from prefect.client.schemas.schedules import CronSchedule
 
     from tcl.config import TclError
-    from tcl.pipeline.params import _cron, _Reader
+    from tcl.pipeline.params_rules import Cron
 
     try:
         CronSchedule(cron=cron)
@@ -708,7 +708,7 @@ def test_the_cron_rule_is_the_one_tcl_serve_applies(cron):
     except ValueError:
         prefect_takes = False
     try:
-        _cron(_Reader("params.yaml"), cron, "add_device.refresh_cron")
+        Cron().check(cron, "add_device.refresh_cron", {})
         tcl_takes = True
     except TclError:
         tcl_takes = False

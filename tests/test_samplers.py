@@ -93,12 +93,12 @@ def test_one_budget_rule_for_params_cli_and_samplers(bad, tmp_path):
 
     from tcl.budget import EXPECTED
     from tcl.cli.common import budget_arg
-    from tcl.pipeline.params import _Reader
+    from tcl.pipeline.constraints import Budget
 
     with pytest.raises(TclError, match=re.escape(EXPECTED)):
         parse_budget(bad, 100)
-    with pytest.raises(TclError, match=re.escape(f"p.yaml: select.budget: {EXPECTED}")):
-        _Reader("p.yaml").budget(bad, "select.budget")
+    with pytest.raises(TclError, match=re.escape(f"select.budget: {EXPECTED}")):
+        Budget().check(bad, "select.budget", {})   # select.budget's and continual.subset's rule
     if isinstance(bad, (int, float)) and not isinstance(bad, bool):
         with pytest.raises(argparse.ArgumentTypeError, match=re.escape(EXPECTED)):
             budget_arg(str(bad))

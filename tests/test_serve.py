@@ -48,9 +48,11 @@ def _render(parameters: dict, event) -> dict:
 def test_an_event_names_only_the_device_of_the_served_run(served, tmp_path):
     from prefect.events import Event
 
-    from flows.serve import deployments
+    from flows.add_device import add_device as add_device_flow
+    from flows.refresh import refresh as refresh_flow
+    from tcl.pipeline.deployments import deployments
 
-    add_device, refresh = deployments(str(served))
+    add_device, refresh = deployments(str(served), add_device_flow, refresh_flow)
     bound = str(served.resolve())
     assert add_device.parameters == refresh.parameters == {"params_file": bound}
     # imported by module path in the run, so tcl's modules load once (not as a script's package)
@@ -82,9 +84,10 @@ def test_a_served_run_refuses_other_params_and_path_like_devices(served, tmp_pat
     """The add-device flow in a served process: a refusal is a Failed run whose message says
     why, and nothing is read or written (the other params file does not even exist)."""
     from flows.add_device import add_device
-    from flows.serve import deployments
+    from flows.refresh import refresh
+    from tcl.pipeline.deployments import deployments
 
-    deployments(str(served))                             # binds, as `tcl serve` does
+    deployments(str(served), add_device, refresh)        # binds, as `tcl serve` does
     other = tmp_path / "other" / "params.yaml"
     for device, params_file, event_params_file, why in (
             ("cpu-avx2", str(other), "", "the run's params_file"),
@@ -224,3 +227,45 @@ def test_a_served_refusal_is_one_line_and_an_unknown_parameter_is_refused(served
     assert "Traceback" not in text, text[-5000:]
     errors = [line for line in text.splitlines() if "| ERROR" in line]
     assert len(errors) == 1 and "refused: unknown device 'nosuch'" in errors[0], text[-5000:]
+
+
+def test_the_registry_of_flows_names_every_flow_by_its_prefect_name():
+    """pyproject.toml's ``tcl.flows`` entry points (``tcl.pipeline.prefect_setup.flow_named``,
+    how the CLI starts a flow): one per module of flows/ with a ``__main__``, each the flow that
+    module runs under the Prefect name it is registered by; ``tcl device add`` and ``tcl serve``
+    ask for names it holds. Read from the file, as an install of it registers them."""
+    import tomllib
+
+    registry = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "entry-points"]["tcl.flows"]
+    assert sorted(v.split(":")[0] for v in registry.values()) == \
+        sorted(f"flows.{m}" for m in ENTRY_POINTS)
+    for name, target in registry.items():
+        module, attr = target.split(":")
+        flow = getattr(importlib.import_module(module), attr)
+        assert flow.name == name, (name, flow.name)
+        assert f"sys.exit(main({attr}))" in (ROOT / f"{module.replace('.', '/')}.py").read_text()
+    cli = "".join((ROOT / "tcl" / "cli" / f).read_text() for f in ("device.py", "serve.py"))
+    asked = set(re.findall(r'flow_named\("([\w-]+)"\)', cli))
+    assert asked == {"add-device", "refresh"} and asked <= set(registry)
+
+
+def test_a_flow_no_install_registers_is_one_line_naming_the_remedy():
+    from tcl.pipeline.prefect_setup import flow_named
+
+    with pytest.raises(TclError, match=r"no flow named 'nosuch' is installed .*pip install -e"):
+        flow_named("nosuch")
+
+
+def test_the_installed_registry_gives_each_flow():
+    """What an install of pyproject.toml registers is what flow_named loads (an install older
+    than the registry fails here, naming the remedy)."""
+    import tomllib
+
+    from tcl.pipeline.prefect_setup import flow_named
+
+    registry = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "entry-points"]["tcl.flows"]
+    for name, target in registry.items():
+        module, attr = target.split(":")
+        assert flow_named(name) is getattr(importlib.import_module(module), attr), name

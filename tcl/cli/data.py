@@ -10,7 +10,7 @@ from datetime import datetime
 
 import polars as pl
 
-from ..config import Paths, TclError
+from ..config import Paths, TclError, write_text
 from ..store.devices import DeviceRegistry
 from ..features import featurize
 from ..measure.active import Selection, measure_selected, plan_active, select_and_measure
@@ -195,8 +195,7 @@ def cmd_datacard(args) -> int:
         remeasure = {dev: datacard.remeasure_correlation(
             datacard.remeasure_sample(paths, dev, args.fraction)) for dev in args.remeasure}
     text = datacard.render(datacard.build(paths, out, remeasure))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "datacard.md").write_text(text)
+    write_text(out / "datacard.md", text, "data card")
     print(text, end="")   # the card as written, byte for byte
     return 0
 

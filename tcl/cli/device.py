@@ -139,11 +139,9 @@ def _trigger_add_device(args, params) -> int:
         print(f"emitted {args.name!r} as tcl.device.added: the add-device deployment that "
               "`tcl serve` serves runs it (watch it in the Prefect UI)")
         return 0
-    # lazy: prefect (the flow) costs ~6 s at import
-    from flows.add_device import add_device
+    from ..pipeline.prefect_setup import flow_named, run_flow
 
-    from ..pipeline.prefect_setup import run_flow
-
+    add_device = flow_named("add-device")   # imports prefect (~6 s): only a run here needs it
     emit_device_added(args.name, args.params)   # recorded by the ephemeral API, if any
     out = run_flow(add_device, device=args.name, params_file=args.params,
                    started=psutil.Process().create_time())

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ..config import atomic_write
 from ..store.devices import DeviceRegistry
 from ..pipeline.params import DEFAULT_FILE, load_params
 from ..predict import predict_database
@@ -27,8 +28,8 @@ def cmd_predict(args) -> int:
     for p in skipped:
         print(f"warning: skipped {p}", file=sys.stderr)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        scores.write_csv(args.out)
+        with atomic_write(Path(args.out), "scores file") as tmp:
+            scores.write_csv(tmp)
     else:
         sys.stdout.write(scores.write_csv())
     print(f"scored {len(scores)} programs of {scores['task_id'].n_unique()} tasks with {what}"
@@ -53,10 +54,10 @@ def cmd_score(args) -> int:
             _print_frame(got[name])
     if args.out:
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
         for name, _ in parts:
             if got[name] is not None:
-                got[name].write_csv(out / f"{name}.csv", float_precision=4)
+                with atomic_write(out / f"{name}.csv", "scores file") as tmp:
+                    got[name].write_csv(tmp, float_precision=4)
         print(f"\nwritten to {out}/ (tasks.csv, classes.csv"
               + (", networks.csv" if got["networks"] is not None else "") + ")")
     return 0

@@ -7,10 +7,12 @@ from .common import _no_data
 
 
 def cmd_serve(args) -> int:
-    from flows.serve import serve   # lazy: prefect costs ~6 s at import
+    # lazy: prefect costs ~6 s at import
+    from ..pipeline.deployments import serve
+    from ..pipeline.prefect_setup import flow_named
 
     _no_data(args)
-    serve(args.params)
+    serve(args.params, flow_named("add-device"), flow_named("refresh"))
     return 0
 
 

@@ -34,7 +34,7 @@ from typing import Callable
 
 import polars as pl
 
-from ..config import TclError
+from ..config import TclError, save_figure
 from ..measure.active import ActiveRun, plan_active, sample_pool
 from ..measure.collect import CollectStats, collect, plan as collect_plan, probe_rate, \
     records_rate
@@ -118,8 +118,7 @@ def _plot(result: AddDeviceResult, path: Path) -> Path:
     for ax in axes:
         ax.tick_params(axis="x", labelsize=7, rotation=20)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
+    save_figure(fig, path, "add-device plot", dpi=90)
     plt.close(fig)
     return path
 

@@ -2,7 +2,8 @@
 ``tcl.device.added`` event) and the refresh flow (on ``add_device.refresh_cron``), bound to one
 params file, and a Prefect server on loopback for as long as they are served when none is
 configured. The flows themselves live in ``flows/`` (``flows.add_device``, ``flows.refresh``);
-``flows.serve`` passes them in, so this module never imports ``flows``.
+``tcl serve`` passes them in, found by their names (``prefect_setup.flow_named``), so this
+module never imports ``flows``.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.types.entrypoint import EntrypointType
 from prefect.utilities.callables import ParameterSchema
 
-from ..config import TclError
+from ..config import TclError, write_text
 from .events import DEVICE_ADDED, TRIGGER_PARAMETERS, bind_params, serve_file
 
 
@@ -108,7 +109,8 @@ def local_prefect_server(timeout_s: float = 180.0) -> Iterator[str]:
                 raise TclError(f"the Prefect server tcl serve started did not come up "
                                f"(see {log})")
             time.sleep(1)
-        serve_file().write_text(json.dumps({"api_url": url, "pid": os.getpid()}) + "\n")
+        write_text(serve_file(), json.dumps({"api_url": url, "pid": os.getpid()}) + "\n",
+                   "served-server file")
         yield url
     finally:
         serve_file().unlink(missing_ok=True)

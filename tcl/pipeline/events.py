@@ -22,7 +22,7 @@ from ..config import TclError
 from .params import Params, load_params
 
 DEVICE_ADDED = "tcl.device.added"
-ADD_DEVICE_DEPLOYMENT = "add-device/add-device"   # flow name / deployment name (flows.serve)
+ADD_DEVICE_DEPLOYMENT = "add-device/add-device"   # flow name / deployment name (deployments)
 # The params file `tcl serve` was started with (absolute); the flow runs it starts inherit it.
 SERVED_PARAMS = "TCL_SERVED_PARAMS"
 # What a tcl.device.added event sets in the served add-device run: the device (its resource id)

@@ -1,6 +1,6 @@
 """What tcl needs around Prefect, for its own commands and for ``flows/``: Prefect's defaults
-(set on import, before Prefect is imported), running a flow, and refusing bad input in a
-served run. Import this module before ``prefect``.
+(set on import, before Prefect is imported), a flow by its name (``flow_named``), running a
+flow, and refusing bad input in a served run. Import this module before ``prefect``.
 
 ``PREFECT_HOME``, unless set, is ``.prefect/`` under the default data root (``$TCL_DATA``, else
 ``data/`` of the working directory): Prefect's local state (the ephemeral API's database, logs,
@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from ..config import Paths, TclError, one_line
+from ..config import Paths, TclError, one_line, write_text
 from .events import serving
 
 if TYPE_CHECKING:   # Prefect is imported only after prefect_defaults()
@@ -37,7 +37,8 @@ def prefect_defaults() -> None:
             home.mkdir(parents=True, exist_ok=True)
             ignore = home / ".gitignore"
             if not ignore.exists():
-                ignore.write_text("# Prefect's local state (ephemeral API database, logs)\n*\n")
+                write_text(ignore, "# Prefect's local state (ephemeral API database, logs)\n*\n",
+                           "Prefect home's .gitignore")
         except (OSError, TclError):   # no writable data root here (or an empty TCL_DATA, which
             return                    # the command refuses itself): Prefect's own ~/.prefect
         os.environ["PREFECT_HOME"] = str(home)
@@ -71,6 +72,25 @@ def _not_a_refusal(record: logging.LogRecord) -> bool:
 
     error = record.exc_info[1] if record.exc_info else None
     return not (isinstance(error, FailedRun) and str(error).startswith("refused: "))
+
+
+FLOWS = "tcl.flows"   # the entry-point group of the flows (pyproject.toml)
+
+
+def flow_named(name: str):
+    """The Prefect flow registered as ``name`` ("add-device", "refresh", ...): the registry of
+    flows by name is the installed package's ``tcl.flows`` entry points (pyproject.toml lists
+    every flow of ``flows/``). So the library and its CLI start a flow without importing
+    ``flows/``, which sits above them and imports them."""
+    from importlib.metadata import entry_points
+
+    found = list(entry_points(group=FLOWS, name=name))
+    if not found:
+        installed = sorted({e.name for e in entry_points(group=FLOWS)})
+        raise TclError(f"no flow named {name!r} is installed (installed: "
+                       f"{', '.join(installed) or 'none'}): the flows are pyproject.toml's "
+                       f"{FLOWS!r} entry points; install tcl again (pip install -e .)")
+    return found[0].load()
 
 
 def run_flow(flow, **parameters):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config import atomic_write, save_figure
 from ..progress import Progress as Lines, replan
 from ..tvm_compat import meta_schedule
 from .resume import ResumeState
@@ -97,7 +98,8 @@ def write_curve(result: TuneResult, out: Path) -> None:
 
     frame = pl.DataFrame(result.curve, schema={"trials": pl.Int64, "wall_s": pl.Float64,
                                                "estimate_ms": pl.Float64})
-    frame.write_csv(out / "curve.csv", float_precision=4)
+    with atomic_write(out / "curve.csv", "tuning curve") as tmp:
+        frame.write_csv(tmp, float_precision=4)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -115,5 +117,5 @@ def write_curve(result: TuneResult, out: Path) -> None:
     axes[0].legend(fontsize=7)
     fig.suptitle(f"{result.network} on {result.device}: {result.model}", fontsize=9)
     fig.tight_layout()
-    fig.savefig(out / "curve.png", dpi=100)
+    save_figure(fig, out / "curve.png", "tuning curve plot", dpi=100)
     plt.close(fig)

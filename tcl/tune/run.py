@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import Paths, TclError, atomic_write
+from ..config import Paths, TclError, atomic_write, write_text
 from ..dataset import program_set, training_records, tune_source
 from ..measure.msjson import import_database
 from ..measure.devices import create
@@ -324,7 +324,8 @@ def verify(run: Prepared) -> Verified:
     with Progress(f"tune {inst.key}: compile", 1, unit="networks"):
         executable = compile_network(run.database, run.mod, run.target, run.layout, run.fuse)
         lib = out / "network.so"
-        executable.export_library(str(lib))
+        with atomic_write(lib, "compiled network") as tmp:   # its suffix: TVM's format
+            executable.export_library(str(tmp))
     compile_s = time.perf_counter() - start
 
     with torch.no_grad():
@@ -372,6 +373,7 @@ def finish(run: Prepared, searched: Searched, verified: Verified) -> TuneResult:
                                  **({"chosen": list(run.chosen)} if run.chosen else {})})
     write_curve(result, out)
     summary = {k: v for k, v in asdict(result).items() if k != "curve"}
-    (out / "summary.json").write_text(json.dumps(
-        {**summary, "overhead_share": round(result.overhead_share, 4)}, indent=2) + "\n")
+    write_text(out / "summary.json", json.dumps(
+        {**summary, "overhead_share": round(result.overhead_share, 4)}, indent=2) + "\n",
+        "tuning summary")
     return result
