@@ -115,3 +115,29 @@ def metaschedule_database(out: Path) -> Path:
         db.commit_tuning_record(ms.database.TuningRecord(sch.trace, wl, [1e-3 * (i + 1)],
                                                          target, args))
     return out
+
+
+@pytest.fixture(autouse=True)
+def _log_consoles_on_open_streams():
+    """Every console log handler writes to an open stream in each test. Prefect binds its
+    console handlers to the ``sys.stderr`` of the moment it sets logging up; inside a test that
+    is pytest's capture of that test, closed when it ends. A later test's flow run then logged
+    into a closed file, and with ``log_prints`` the handler's error report (a print) was logged
+    again, without end: a RecursionError that failed whichever flow test ran next in that
+    worker. A command line's stderr outlives its flows, so only tests need this."""
+    _reopen_log_consoles()
+    yield
+    _reopen_log_consoles()
+
+
+def _reopen_log_consoles() -> None:
+    import logging
+
+    loggers = [logging.getLogger()] + [logging.getLogger(name)
+                                       for name in list(logging.root.manager.loggerDict)]
+    for handler in {id(h): h for lg in loggers for h in lg.handlers}.values():
+        console = getattr(handler, "console", None)   # Prefect's rich console handlers
+        if console is not None and getattr(console.file, "closed", False):
+            console.file = sys.stderr
+        elif type(handler) is logging.StreamHandler and getattr(handler.stream, "closed", False):
+            handler.setStream(sys.stderr)
