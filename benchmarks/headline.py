@@ -26,6 +26,7 @@ import _fig_pipeline
 import _fig_tuning as ft
 import _fig_zen4 as z4
 from _evidence import DOCS, REPO, Sample, span, welch
+from tcl.config import write_text
 
 RESULTS = DOCS / "results.md"
 PIECE = re.compile(r"<!-- fig:(?P<id>[\w.-]+) -->(?P<body>.*?)<!-- /fig:(?P=id) -->", re.S)
@@ -542,7 +543,7 @@ def write(path: Path = RESULTS) -> int:
         new = framed(m["body"], want[m["id"]]())
         changed += new != m["body"]
         return f"<!-- fig:{m['id']} -->{new}<!-- /fig:{m['id']} -->"
-    path.write_text(PIECE.sub(fill, text))
+    write_text(path, PIECE.sub(fill, text), "results file")
     return changed
 
 

@@ -59,7 +59,7 @@ def keys(params, digest: str | None = None) -> dict[tuple[str, str], list[str]]:
 
 
 def run(args) -> None:
-    from tcl.config import TclError
+    from tcl.config import TclError, write_text
     from tcl.pipeline.params import load_params
 
     params = load_params(args.params)
@@ -79,7 +79,7 @@ def run(args) -> None:
             f = paths.train_info_file(device, kind, i)
             facts = json.loads(f.read_text())
             facts["inputs"] = key
-            f.write_text(json.dumps(facts, indent=2) + "\n")
+            write_text(f, json.dumps(facts, indent=2) + "\n", "training facts file")
     print(f"re-keyed {sum(map(len, new.values()))} models: {args.old}'s fitting code gave each "
           "its stored key, today's code gives the new one")
 

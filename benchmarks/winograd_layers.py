@@ -12,8 +12,8 @@ each: run it under ``taskset`` on a quiet core). Each row also holds the largest
 against PyTorch's output. The table gives medians over sittings and each arm's ratio to
 onnxruntime.
 
-    taskset -c 1 python benchmarks/winograd_layers.py --trials 64 --sittings 3 \\
-        --results docs/bench-winograd-layers.jsonl
+    taskset -c 1 python benchmarks/winograd_layers.py --device rocketlake-1c --trials 64 \\
+        --sittings 3 --results docs/bench-winograd-layers.jsonl
     python benchmarks/winograd_layers.py --summarize --results docs/bench-winograd-layers.jsonl
 """
 from __future__ import annotations
@@ -31,6 +31,7 @@ from _common import host_short, report_errors
 ARMS = {"direct-nchw": ("nchw", "direct"), "direct-nchwc": ("nchwc", "direct"),
         "winograd-2": ("nchw", "winograd-2"), "winograd-4": ("nchw", "winograd-4")}
 REPEAT = 50   # timed calls per sitting, after warm-up (median)
+SEARCH = (256, 3)   # evolutionary search: population, generations
 
 
 def resnet18_layers() -> list[tuple[int, int]]:
@@ -65,9 +66,11 @@ def layer(channels: int):
                                torch.nn.ReLU()).eval()
 
 
-def tune_layer(net, example, layout: str, conv: str, target, trials: int, seed: int,
+def tune_layer(net, example, layout: str, conv: str, kind, trials: int, seed: int,
                work_dir: Path):
-    """The layer lowered as the arm says, tuned by MetaSchedule, compiled: (vm, tasks)."""
+    """The layer lowered as the arm says, tuned by MetaSchedule with the device's builder and
+    runner (``kind``: its ``DeviceKind``, what ``tcl tune`` measures with), compiled: (vm,
+    tasks)."""
     import torch
     import tvm
     from tvm import relax
@@ -76,15 +79,28 @@ def tune_layer(net, example, layout: str, conv: str, target, trials: int, seed: 
     from tcl.tune.layout import lowered_module
     from tcl.tvm_compat import meta_schedule
 
+    from tcl.measure.devices.base import stop_runner
+
     ms = meta_schedule()
+    target = kind.device.tvm_target()
     exported = from_exported_program(torch.export.export(net, example),
                                      keep_params_as_input=False)
     mod = lowered_module(exported, layout, target, conv=conv)
     tasks = [t for t in ms.relax_integration.extract_tasks(mod, target)
              if not t.mod.attrs.get("tirx.is_scheduled", False)]
-    database = ms.relax_integration.tune_relax(
-        mod, params={}, target=target, work_dir=str(work_dir),
-        max_trials_global=trials * len(tasks), num_trials_per_iter=min(trials, 64), seed=seed)
+    # a smaller population than MetaSchedule's 512 x 4 generations: the same for every arm
+    strategy = ms.search_strategy.EvolutionarySearch(population_size=SEARCH[0],
+                                                     init_min_unmeasured=50,
+                                                     genetic_num_iters=SEARCH[1])
+    builder, runner = kind.builder(pooled=True), kind.runner()
+    try:
+        database = ms.relax_integration.tune_relax(
+            mod, params={}, target=target, work_dir=str(work_dir),
+            max_trials_global=trials * len(tasks), num_trials_per_iter=min(trials, 64),
+            seed=seed, strategy=strategy, builder=builder, runner=runner)
+    finally:
+        builder.close()
+        stop_runner(runner)
     with target:
         lib = ms.relax_integration.compile_relax(database, mod, target, params={})
     return relax.VirtualMachine(lib, tvm.cpu()), [t.task_name for t in tasks]
@@ -104,12 +120,14 @@ def run(args) -> None:
     import torch
     import tvm
 
-    from tcl.hosts import native_target
-    from tcl.store.devices import host_identity, make_target
+    from tcl.config import Paths
+    from tcl.measure.devices import create
+    from tcl.store.devices import host_identity
+    from tcl.tune.plan import tunable_device
     from tcl.tune.frameworks import eager_ms, onnxruntime_ms
 
     torch.set_num_threads(1)
-    target = make_target(native_target(1))
+    kind = create(tunable_device(Paths.default(), args.device))
     results = Path(args.results)
     done = set()
     if results.exists():
@@ -126,7 +144,7 @@ def run(args) -> None:
                 continue
             start = time.perf_counter()
             with tempfile.TemporaryDirectory() as tmp:
-                vm, tasks = tune_layer(net, (x,), layout, conv, target, args.trials, args.seed,
+                vm, tasks = tune_layer(net, (x,), layout, conv, kind, args.trials, args.seed,
                                        Path(tmp))
             out = vm["main"](tvm.runtime.tensor(x.numpy()))
             out = (out if hasattr(out, "numpy") else out[0]).numpy()   # a tuple of one
@@ -148,7 +166,7 @@ def run(args) -> None:
                     "seed": args.seed, "tasks": tasks, "max_abs_err": err,
                     "tune_s": round(secs, 1), "ms": timings[arm],
                     "onnxruntime_ms": timings["onnxruntime"], "pytorch_ms": timings["pytorch"],
-                    "host": host_identity(), "threads": 1,
+                    "device": args.device, "host": host_identity(), "threads": 1,
                     "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
         print(f"conv {channels}x{size}: " + ", ".join(
             f"{k} {statistics.median(v):.3f} ms" for k, v in timings.items()), flush=True)
@@ -187,6 +205,8 @@ def summarize(results: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", default="docs/bench-winograd-layers.jsonl")
+    parser.add_argument("--device", required=True,
+                        help="a one-core device of this host (tcl device list), e.g. rocketlake-1c")
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--sittings", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)

@@ -30,6 +30,17 @@ def _primfuncs(mod) -> list[str]:
     return [gv.name_hint for gv, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
 
 
+def _called(mod) -> list[str]:
+    """The PrimFuncs the network's main function calls, once per call."""
+    import tvm
+    from tvm import relax
+
+    call_tir, names = tvm.ir.Op.get("relax.call_tir"), []
+    relax.analysis.post_order_visit(mod["main"], lambda e: names.append(e.args[0].name_hint) if (
+        isinstance(e, relax.Call) and e.op.same_as(call_tir)) else None)
+    return names
+
+
 @pytest.mark.parametrize("conv, m", [("winograd-2", 2), ("winograd-4", 4)])
 def test_winograd_resnet18_matches_pytorch_within_the_tune_tolerance(resnet18, conv, m):
     """Every stride-1 3x3 convolution of resnet18 (4 shapes, 8 layers) becomes a Winograd
@@ -46,9 +57,14 @@ def test_winograd_resnet18_matches_pytorch_within_the_tune_tolerance(resnet18, c
     inst, net, example, reference = resnet18
     target = make_target(native_target(1))
     mod = network_module(inst, net, example, "nchw", target, conv=conv)
-    names = _primfuncs(mod)
-    assert sum(f"conv2d_winograd{m}" in n for n in names) == 4, names   # 4 distinct shapes
-    assert any("conv2d" in n and "winograd" not in n for n in names), names   # strided, 1x1
+    import torch
+
+    names, calls = _primfuncs(mod), _called(mod)
+    eligible = sum(isinstance(c, torch.nn.Conv2d) and c.kernel_size == (3, 3)
+                   and c.stride == (1, 1) and c.groups == 1 for c in net.modules())
+    assert eligible == 13   # resnet18: the 3x3 convolutions but the 3 that downsample
+    assert sum(f"conv2d_winograd{m}" in n for n in calls) == eligible, calls
+    assert any("conv2d" in n and "winograd" not in n for n in calls), calls   # strided, 1x1
     assert not any("winograd_weight" in n for n in names), names   # folded at compile time
     vm = relax.VirtualMachine(tvm.compile(mod, target=target), tvm.cpu())
     out = vm["main"](*[tvm.runtime.tensor(x.numpy()) for x in example])
