@@ -41,6 +41,13 @@ DRY_RUNS = [
      "records/s, measured from cpu-avx2's "),
     (["tune", "--network", "resnet18", "--device", "cpu-avx2", "--trials", "8", "--dry-run"], 2,
      "fewer than the 22 tasks"),
+    # the compile choices made for the user, each with its reason (tcl.tune.choices)
+    (["tune", "--network", "resnet18", "--device", "cpu-avx2", "--dry-run"], 0,
+     "chosen for you: nchwc: the network has convolutions"),
+    (["tune", "--network", "bert_tiny", "--device", "cpu-avx2", "--dry-run"], 0,
+     "chosen for you: nchw: the network has no convolution"),
+    (["tune", "--network", "resnet18", "--device", "cpu-avx2", "--layout", "nchw", "--conv",
+      "winograd-4", "--dry-run"], 0, "conv winograd-4: stride-1 3x3 convolutions are Winograd"),
 ]
 
 
