@@ -88,8 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--old", required=True, help="the git revision the models were fitted at")
-    args = parser.parse_args(argv)
-    return report_errors("restamp_models", lambda: run(args))
+    return report_errors("restamp_models", lambda: run(parser.parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -213,9 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", type=int, nargs="*", help="only these channel counts")
     parser.add_argument("--summarize", action="store_true")
     args = parser.parse_args(argv)
-    if args.summarize:
-        return report_errors("winograd_layers", lambda: summarize(Path(args.results)))
-    return report_errors("winograd_layers", lambda: run(args))
+    job = (lambda: summarize(Path(args.results))) if args.summarize else (lambda: run(args))
+    return report_errors("winograd_layers", job)
 
 
 if __name__ == "__main__":
