@@ -6,11 +6,12 @@ Arms: the direct convolution in NCHW and in the blocked NCHW[x]c layout (``tcl t
 nchwc``), and Winograd F(2x2,3x3) and F(4x4,3x3) (``tcl tune --conv winograd-2|winograd-4``).
 Each arm's layer module is what ``tcl.tune.layout.lowered_module`` makes of it for the network;
 MetaSchedule's own search and XGBoost model tune it (``--trials`` per layer and arm, the same
-seed), ``compile_relax`` applies the best, and the compiled layer is timed in ``--sittings``
-rounds, interleaved with onnxruntime and PyTorch eager running the same layer (one thread
-each: run it under ``taskset`` on a quiet core). Each row also holds the largest absolute error
-against PyTorch's output. The table gives medians over sittings and each arm's ratio to
-onnxruntime.
+seed) with the device's builder and runner, and the layer's time is its best kernels' as the
+runner measured them (the device's evaluator settings; for nchwc its layout transforms too).
+TVM 0.27 cannot compile tuned Winograd kernels into a module (``tcl.tune.winograd``), so no arm
+is timed compiled. onnxruntime and PyTorch eager run the same layer, one thread each, medians
+over ``--sittings`` (run it under ``taskset`` on a quiet core). The table gives each arm's
+ratio to onnxruntime.
 
     taskset -c 1 python benchmarks/winograd_layers.py --device rocketlake-1c --trials 64 \\
         --sittings 3 --results docs/bench-winograd-layers.jsonl
@@ -67,19 +68,19 @@ def layer(channels: int):
 
 
 def tune_layer(net, example, layout: str, conv: str, kind, trials: int, seed: int,
-               work_dir: Path):
+               work_dir: Path) -> tuple[float, dict[str, float]]:
     """The layer lowered as the arm says, tuned by MetaSchedule with the device's builder and
-    runner (``kind``: its ``DeviceKind``, what ``tcl tune`` measures with), compiled: (vm,
-    tasks)."""
+    runner (``kind``: its ``DeviceKind``, what ``tcl tune`` measures with): the layer's time in
+    ms, each task's best measured kernel (the mean of its run_secs) times its weight, summed,
+    and each task's best. Kernels, not a compiled layer: TVM 0.27 cannot build the tuned
+    Winograd kernels into a module (``tcl.tune.winograd.NOT_COMPILED``), so every arm is
+    timed the same way, by MetaSchedule's runner with the device's evaluator settings."""
     import torch
-    import tvm
-    from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
-    from tcl.tune.layout import lowered_module
-    from tcl.tvm_compat import meta_schedule
-
     from tcl.measure.devices.base import stop_runner
+    from tcl.tune.layout import lowered_module
+    from tcl.tvm_compat import FAILED_RUN_SECS, meta_schedule
 
     ms = meta_schedule()
     target = kind.device.tvm_target()
@@ -101,33 +102,32 @@ def tune_layer(net, example, layout: str, conv: str, kind, trials: int, seed: in
     finally:
         builder.close()
         stop_runner(runner)
-    with target:
-        lib = ms.relax_integration.compile_relax(database, mod, target, params={})
-    return relax.VirtualMachine(lib, tvm.cpu()), [t.task_name for t in tasks]
-
-
-def vm_ms(vm, x, repeat: int) -> float:
-    import tvm
-
-    from tcl.measure.timed import median_ms
-
-    arg = tvm.runtime.tensor(x)
-    return median_ms(lambda: vm["main"](arg), repeat)
+    best = {}
+    for task in tasks:
+        top = database.get_top_k(database.commit_workload(task.dispatched[0]), 1)
+        secs = [float(x) for x in top[0].run_secs] if top else []
+        ok = secs and max(secs) < FAILED_RUN_SECS
+        best[task.task_name] = 1e3 * sum(secs) / len(secs) if ok else float("nan")
+    weights = {t.task_name: float(t.weight) for t in tasks}
+    return sum(ms_ * weights[n] for n, ms_ in best.items()), best
 
 
 def run(args) -> None:
-    import numpy as np
     import torch
-    import tvm
 
-    from tcl.config import Paths
+    from tcl.config import Paths, TclError
     from tcl.measure.devices import create
     from tcl.store.devices import host_identity
+    from tcl.measure.devices.settings import TimingProtocol
     from tcl.tune.plan import tunable_device
     from tcl.tune.frameworks import eager_ms, onnxruntime_ms
 
     torch.set_num_threads(1)
+    if not args.device:
+        raise TclError("--device is required to run: a one-core device of this host (tcl "
+                       "device list)")
     kind = create(tunable_device(Paths.default(), args.device))
+    timing = TimingProtocol(repeat=REPEAT)
     results = Path(args.results)
     done = set()
     if results.exists():
@@ -137,45 +137,43 @@ def run(args) -> None:
             continue
         torch.manual_seed(args.seed)
         net, x = layer(channels), torch.randn(1, channels, size, size)
-        reference = net(x).detach().numpy()
-        compiled = {}
+        tuned = {}
         for arm, (layout, conv) in ARMS.items():
             if (channels, arm) in done:
                 continue
             start = time.perf_counter()
             with tempfile.TemporaryDirectory() as tmp:
-                vm, tasks = tune_layer(net, (x,), layout, conv, kind, args.trials, args.seed,
-                                       Path(tmp))
-            out = vm["main"](tvm.runtime.tensor(x.numpy()))
-            out = (out if hasattr(out, "numpy") else out[0]).numpy()   # a tuple of one
-            compiled[arm] = (vm, tasks, float(np.abs(out - reference).max()),
-                             time.perf_counter() - start)
-        if not compiled:
+                layer_ms, kernels = tune_layer(net, (x,), layout, conv, kind, args.trials,
+                                               args.seed, Path(tmp))
+            tuned[arm] = (layer_ms, kernels, time.perf_counter() - start)
+            print(f"conv {channels}x{size} {arm}: {layer_ms:.3f} ms ({kernels})", flush=True)
+        if not tuned:
             continue
-        timings = {arm: [] for arm in compiled} | {"onnxruntime": [], "pytorch": []}
-        for _ in range(args.sittings):   # interleaved: a drift in the host's speed hits all
-            for arm, (vm, *_rest) in compiled.items():
-                timings[arm].append(vm_ms(vm, x.numpy(), REPEAT))
-            timings["onnxruntime"].append(onnxruntime_ms(net, (x,), 1, REPEAT))
-            timings["pytorch"].append(eager_ms(net, (x,), 1, REPEAT))
+        frameworks = {"onnxruntime": [], "pytorch": []}
+        for _ in range(args.sittings):
+            frameworks["onnxruntime"].append(onnxruntime_ms(net, (x,), 1, timing))
+            frameworks["pytorch"].append(eager_ms(net, (x,), 1, timing))
         with results.open("a") as f:
-            for arm, (vm, tasks, err, secs) in compiled.items():
+            for arm, (layer_ms, kernels, secs) in tuned.items():
                 f.write(json.dumps({
                     "layer": f"conv 3x3/1 {channels}->{channels} {size}x{size}",
                     "channels": channels, "size": size, "arm": arm, "trials": args.trials,
-                    "seed": args.seed, "tasks": tasks, "max_abs_err": err,
-                    "tune_s": round(secs, 1), "ms": timings[arm],
-                    "onnxruntime_ms": timings["onnxruntime"], "pytorch_ms": timings["pytorch"],
-                    "device": args.device, "host": host_identity(), "threads": 1,
+                    "seed": args.seed, "kernels_ms": kernels, "tune_s": round(secs, 1),
+                    "ms": layer_ms, "onnxruntime_ms": frameworks["onnxruntime"],
+                    "pytorch_ms": frameworks["pytorch"], "device": args.device,
+                    "host": host_identity(), "threads": 1,
                     "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
-        print(f"conv {channels}x{size}: " + ", ".join(
-            f"{k} {statistics.median(v):.3f} ms" for k, v in timings.items()), flush=True)
+        print(f"conv {channels}x{size}: onnxruntime "
+              f"{statistics.median(frameworks['onnxruntime']):.3f} ms, PyTorch "
+              f"{statistics.median(frameworks['pytorch']):.3f} ms", flush=True)
 
 
 def summarize(results: Path) -> None:
     rows = [json.loads(line) for line in results.read_text().splitlines()]
-    print(f"host: {host_short(rows[0]['host'])}; {rows[0]['trials']} trials per layer and arm, "
-          f"{len(rows[0]['ms'])} sittings, 1 thread; ms = median over sittings\n")
+    print(f"host: {host_short(rows[0]['host'])}, device {rows[0]['device']}; "
+          f"{rows[0]['trials']} trials per layer and arm; TVM: the best tuned kernels as "
+          "MetaSchedule's runner measured them; onnxruntime and PyTorch: median over "
+          f"{len(rows[0]['onnxruntime_ms'])} sittings, 1 thread\n")
     arms = list(ARMS)
     print("| layer | " + " | ".join(arms) + " | onnxruntime | PyTorch | best / onnxruntime |")
     print("|---" * (len(arms) + 4) + "|")
@@ -184,7 +182,7 @@ def summarize(results: Path) -> None:
         mine = {r["arm"]: r for r in rows if r["layer"] == layer_name}
         ort = statistics.median(next(iter(mine.values()))["onnxruntime_ms"])
         eager = statistics.median(next(iter(mine.values()))["pytorch_ms"])
-        ms = {a: statistics.median(mine[a]["ms"]) for a in arms if a in mine}
+        ms = {a: mine[a]["ms"] for a in arms if a in mine}
         best = min(ms, key=ms.get)
         for a, v in ms.items():
             total[a] += v
@@ -196,17 +194,13 @@ def summarize(results: Path) -> None:
     print("| sum | " + " | ".join(f"{total[a]:.3f} ({total[a] / total['onnxruntime']:.2f}x)"
                                   for a in arms)
           + f" | {total['onnxruntime']:.3f} | {total['pytorch']:.3f} | |")
-    errs = {a: max(r["max_abs_err"] for r in rows if r["arm"] == a) for a in arms
-            if any(r["arm"] == a for r in rows)}
-    print("\nlargest absolute error against PyTorch: "
-          + ", ".join(f"{a} {e:.1e}" for a, e in errs.items()))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", default="docs/bench-winograd-layers.jsonl")
-    parser.add_argument("--device", required=True,
-                        help="a one-core device of this host (tcl device list), e.g. rocketlake-1c")
+    parser.add_argument("--device",
+                        help="(required to run) a one-core device of this host (tcl device list), e.g. rocketlake-1c")
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--sittings", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)

@@ -6,8 +6,9 @@ auto``, the defaults): each from what was measured, said with its reason in the 
   39.4 ms in nchwc against 54.5 in nchw (docs/bench-layouts.jsonl); on a Zen 3 core at 4 trials
   per task 150 against 270 ms; vgg16 and vit_b16 were tuned in nchwc on a Xeon core
   (docs/results.md, "The open dataset"). A network without convolutions has nothing to block.
-- Convolution algorithm: ``DEFAULT_CONV`` (``tcl.tune.winograd``'s per-layer measurement,
-  docs/bench-winograd-layers.jsonl, decides it: a test derives it from that file).
+- Convolution algorithm: ``DEFAULT_CONV``, direct: a tuned Winograd network cannot be built in
+  TVM 0.27 (``tcl.tune.winograd.NOT_COMPILED``), whatever its kernels measure
+  (docs/bench-winograd-layers.jsonl).
 Math stays exact unless ``--fast-math`` is given (its measured error is in its help).
 """
 from __future__ import annotations
@@ -27,8 +28,9 @@ NO_CONV_REASON = "nchw: the network has no convolution for the blocked layout to
 NOT_EXTRACTED_REASON = ("nchw: the network's tasks are not extracted yet (`tcl zoo`), so whether "
                         "it has convolutions is not known")
 DEFAULT_CONV = "direct"
-CONV_REASON = ("direct: Winograd's measured per-layer times on resnet18's 3x3 layers "
-               "(docs/bench-winograd-layers.jsonl) did not beat the direct kernels enough")
+CONV_REASON = ("direct: a tuned Winograd network cannot be built yet (TVM 0.27's compile_relax "
+               "does not replay its kernels' traces); docs/results.md, \"Winograd\", has the "
+               "per-layer measurement")
 
 
 @dataclass(frozen=True)

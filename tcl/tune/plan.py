@@ -20,6 +20,7 @@ from ..store.records import RecordStore
 from ..zoo.extract import load_networks
 from .expect import expected_latency
 from .choices import choose
+from .winograd import NOT_COMPILED
 
 MODELS_HELP = "latest | a trained kind (mamba, tenset-mlp, tlp, xgb) | xgb-online | random | FILE"
 ONLINE = {"xgb-online": "xgb", "random": "random"}   # MetaSchedule's own cost models
@@ -198,7 +199,8 @@ _FAST_MATH_NOTE = ("fast math: tasks with erf, exp, tanh, softmax or gelu are ne
                    "approximations); the task count is the zoo's exact extraction's")
 
 _WINOGRAD_NOTE = ("conv {conv}: stride-1 3x3 convolutions are Winograd tasks (new ids); the "
-                  "task count is the zoo's direct extraction's")
+                  "task count is the zoo's direct extraction's; the run refuses it for now: "
+                  + NOT_COMPILED)
 
 _UNFUSED_NOTE = ("no fusion: every operator is its own task (more tasks than the zoo's fused "
                  "extraction's count, each with new ids)")

@@ -52,6 +52,7 @@ from .plan import (ONLINE, SCHEDULERS, plan_tuning, resolve_instance, task_sched
 from .result import TuneResult
 from .resume import CURVE_FILE, RUN_FILE, ResumeState, prepare_out, resume_state
 from .timing import Timed, time_compiled, time_split
+from .winograd import check_compilable
 
 TOLERANCE = {"rtol": 1e-3, "atol": 1e-3}             # tuned outputs against PyTorch's, fp32
 
@@ -204,7 +205,7 @@ def prepare(paths: Paths, network: str, device_name: str, model: str, *, trials:
     device = tunable_device(paths, device_name)
     inst = resolve_instance(paths, network)
     chosen = choose(paths, inst.key, layout, conv)
-    layout, conv = chosen.layout, chosen.conv
+    layout, conv = chosen.layout, check_compilable(chosen.conv)
     for line in chosen.lines():
         print(f"tune: {line}", file=sys.stderr)
     cm, what = cost_model_for(paths, device_name, model, update, any_device, sources)
