@@ -140,4 +140,4 @@ def _reopen_log_consoles() -> None:
         if console is not None and getattr(console.file, "closed", False):
             console.file = sys.stderr
         elif type(handler) is logging.StreamHandler and getattr(handler.stream, "closed", False):
-            handler.setStream(sys.stderr)
+            handler.stream = sys.stderr   # not setStream: it flushes the closed one first

@@ -206,8 +206,8 @@ def prepare(paths: Paths, network: str, device_name: str, model: str, *, trials:
     inst = resolve_instance(paths, network)
     chosen = choose(paths, inst.key, layout, conv)
     layout, conv = chosen.layout, check_compilable(chosen.conv)
-    for line in chosen.lines():
-        print(f"tune: {line}", file=sys.stderr)
+    for line in chosen.lines():   # what the user did not pick: said once, with the result's lines
+        print(f"tune: {line}")
     cm, what = cost_model_for(paths, device_name, model, update, any_device, sources)
     set_aside = not out if set_aside is None else set_aside
     # the defaults add nothing, so the directories of earlier runs keep their names
