@@ -388,8 +388,10 @@ def test_no_fuse_tunes_one_kernel_per_operator_and_recompiles_as_the_run_did(tmp
         "-nchwc-fastmath-nofuse"
     assert json.loads((Path(r.out) / "run.json").read_text())["fuse"] is False
     summary = json.loads((Path(r.out) / "summary.json").read_text())
-    assert compile_choices(summary) == {"layout": "nchw", "fast_math": False, "fuse": False}
-    assert compile_choices({}) == {"layout": "nchw", "fast_math": False, "fuse": True}
+    assert compile_choices(summary) == {"layout": "nchw", "fast_math": False, "fuse": False,
+                                        "conv": "direct"}
+    assert compile_choices({}) == {"layout": "nchw", "fast_math": False, "fuse": True,
+                                   "conv": "direct"}
     # compiled unfused, every task's kernel is a tuned one (compile_relax would fuse anew first)
     import tvm
 
@@ -481,7 +483,9 @@ def _start_and_kill(paths, root, out, trials: int, scheduler: str = "gradient",
     import time
 
     tcl = Path(sys.executable).parent / "tcl"
+    # --layout nchw: the library's default, which the runs it is compared with use
     proc = subprocess.Popen([tcl, "--data", str(paths.root), "tune", "--network", "tiny",
+                             "--layout", "nchw",
                              "--device", "cpu-avx2", "--model", "random", "--trials", str(trials),
                              "--population", "16", "--generations", "1",
                              "--scheduler", scheduler] + (["--out", str(out)] if explicit else []),
@@ -800,7 +804,7 @@ def test_an_out_directory_that_is_not_this_devices_run_is_refused_untouched(
     before, n = files(), count()
     monkeypatch.setattr(tcl.tune.run, "network_module", lambda *a: 1 / 0)   # never tunes
     argv = ["--data", str(paths.root), "tune", "--network", "tiny", "--device", "cpu-avx2",
-            "--model", "random", "--trials", "8", "--out", str(mine)]
+            "--layout", "nchw", "--model", "random", "--trials", "8", "--out", str(mine)]
     assert main(argv) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert f"{mine} is a directory that is not a tcl tune run" in line, line
@@ -854,7 +858,8 @@ def test_a_run_whose_database_holds_another_target_kinds_records_is_refused_unto
     before = files()
     monkeypatch.setattr(tcl.tune.run, "network_module", lambda *a: 1 / 0)   # never tunes
     code = main(["--data", str(paths.root), "tune", "--network", "tiny", "--device",
-                 "cpu-avx2", "--model", "random", "--trials", "8", "--out", str(run)])
+                 "cpu-avx2", "--layout", "nchw", "--model", "random", "--trials", "8", "--out",
+                 str(run)])
     lines = capsys.readouterr().err.splitlines()
     assert code == 2 and len(lines) == 1, lines
     assert f"{records}:1 is a record for target kind {kind!r}, not cpu-avx2's 'llvm'" in \
