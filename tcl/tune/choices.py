@@ -43,7 +43,12 @@ class CompileChoices:
     reasons: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
-        return [f"chosen for you: {r}" for r in self.reasons]
+        return chosen_lines(self.reasons)
+
+
+def chosen_lines(reasons) -> list[str]:
+    """How the plan and the run say the choices made for the user (``CompileChoices.reasons``)."""
+    return [f"chosen for you: {r}" for r in reasons]
 
 
 def has_convolutions(paths: Paths, network_key: str) -> bool | None:

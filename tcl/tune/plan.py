@@ -19,7 +19,7 @@ from ..store.devices import Device, DeviceRegistry
 from ..store.records import RecordStore
 from ..zoo.extract import load_networks
 from .expect import expected_latency
-from .choices import choose
+from .choices import choose, chosen_lines
 from .winograd import NOT_COMPILED
 
 MODELS_HELP = "latest | a trained kind (mamba, tenset-mlp, tlp, xgb) | xgb-online | random | FILE"
@@ -178,7 +178,7 @@ class TuningPlan:
             "and timing the network come after",
             self.expected or f"expected latency: no budget curve of {self.network} yet (`python "
             "benchmarks/budget_curve.py --publish` makes one)",
-            *[f"chosen for you: {reason}" for reason in self.chosen],
+            *chosen_lines(self.chosen),
             *([_LAYOUT_NOTES[self.layout]] if self.layout in _LAYOUT_NOTES else []),
             *([_FAST_MATH_NOTE] if self.fast_math else []),
             *([] if self.fuse else [_UNFUSED_NOTE]),
