@@ -121,3 +121,23 @@ def compile_database(database):
             return len(database)
 
     return CompileDatabase()
+
+
+META_SCHEDULE_LOGGER = "tvm.s_tir.meta_schedule"
+
+
+def reset_meta_schedule_logging() -> None:
+    """Before each MetaSchedule tuning run in a process: drop every handler on its logger and keep
+    its console output to warnings (the full log goes to the run's ``logs``). Its logging config
+    lists that logger's handlers by name, so one it did not make fails the run ('NoneType' object
+    has no attribute 'format'): pytest (9.2) attaches its unnamed capture handler to every
+    non-propagating logger, which MetaSchedule's logger is after a first run. Its own handlers
+    from the last run log into that run's directory: they are closed; others are only removed."""
+    import logging
+
+    logger = logging.getLogger(META_SCHEDULE_LOGGER)
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        if (handler.get_name() or "").startswith(META_SCHEDULE_LOGGER):
+            handler.close()
+    logger.setLevel(logging.WARNING)

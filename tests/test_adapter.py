@@ -155,7 +155,7 @@ class _Counting(CostModel):
 @pytest.mark.slow
 def test_tune_tir_with_tcl_model(tmp_path, programs):
     """A real (tiny) MetaSchedule search ranked by a tcl XGBModel through the adapter."""
-    from tcl.tvm_compat import meta_schedule
+    from tcl.tvm_compat import meta_schedule, reset_meta_schedule_logging
 
     ms = meta_schedule()
     from tvm import te
@@ -172,6 +172,7 @@ def test_tune_tir_with_tcl_model(tmp_path, programs):
     model = _Counting(XGBModel(**FAST).fit(programs))
     cost_model = TclCostModel(model, update_mode="refit", base=programs, refit_min=8)
     work_dir = tmp_path / "tune"
+    reset_meta_schedule_logging()   # an earlier run in this worker: see the test below
     database = ms.tune_tir(
         te.create_prim_func(te_workload.matmul(64, 64, 64)),
         Target({"kind": "llvm", "num-cores": 1}), work_dir=str(work_dir),
@@ -193,6 +194,39 @@ def test_tune_tir_with_tcl_model(tmp_path, programs):
     assert fits and fits[0] > len(programs)  # refit on base + measured candidates
     cost_model.save(str(tmp_path / "after.model"))
     assert read_kind(tmp_path / "after.model") == "xgb"
+
+
+def _tune_tiny(work_dir) -> None:
+    from tcl.tvm_compat import meta_schedule, reset_meta_schedule_logging
+
+    ms = meta_schedule()
+    from tvm import te
+    from tvm.s_tir.meta_schedule.testing import te_workload
+    from tvm.target import Target
+
+    reset_meta_schedule_logging()
+    ms.tune_tir(te.create_prim_func(te_workload.matmul(16, 16, 16)),
+                Target({"kind": "llvm", "num-cores": 1}), work_dir=str(work_dir),
+                max_trials_global=2, num_trials_per_iter=2, num_tuning_cores=1, seed=0)
+
+
+@pytest.fixture
+def tuned_once(tmp_path):
+    """A first MetaSchedule run in this process, in the test's setup phase."""
+    _tune_tiny(tmp_path / "first")
+
+
+@pytest.mark.slow
+def test_a_second_tuning_run_in_a_process_tunes_under_pytest(tmp_path, tuned_once):
+    """MetaSchedule's logging config lists its logger's handlers by name. After a first run that
+    logger no longer propagates, so pytest (9.2) attaches its unnamed capture handler to it at
+    the start of every later test phase, and the next ``tune_tir`` failed ('NoneType' object has
+    no attribute 'format') unless the handlers were reset first, as ``tcl tune`` does."""
+    import logging
+
+    assert not logging.getLogger("tvm.s_tir.meta_schedule").propagate
+    _tune_tiny(tmp_path / "second")
+    assert (tmp_path / "second" / "database_tuning_record.json").exists()
 
 
 PARITY_DEVICE = "cpu-sse42"

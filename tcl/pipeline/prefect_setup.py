@@ -125,15 +125,9 @@ class _WithoutTraceback(logging.Formatter):
             record.exc_info, record.exc_text, record.stack_info = saved
 
 
-# MetaSchedule keeps its own log files in each run's work directory, and its logging config
-# names every handler on its logger: an unnamed one of ours there fails its next tuning run.
-_OWN_LOGS = "tvm.s_tir.meta_schedule"
-
-
 def _console_handlers() -> list[tuple[logging.Logger, logging.Handler]]:
     loggers = [logging.getLogger()] + [logging.getLogger(name)
-                                       for name in list(logging.root.manager.loggerDict)
-                                       if not name.startswith(_OWN_LOGS)]
+                                       for name in list(logging.root.manager.loggerDict)]
     return [(lg, h) for lg in loggers for h in lg.handlers
             if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]
 

@@ -42,7 +42,7 @@ from ..progress import Progress
 from ..resolve import resolve_model
 from ..store.devices import Device
 from ..store.records import task_id_of
-from ..tvm_compat import meta_schedule
+from ..tvm_compat import meta_schedule, reset_meta_schedule_logging
 from .choices import choose
 from .curve import progress_callback, write_curve
 from .layout import (compile_network, describe, network_module, run_suffix,
@@ -82,19 +82,6 @@ def cost_model_for(paths: Paths, device: str, model: str, update: str,
     how = {"none": "frozen", "refit": "refit online",
            "residual": "prior + online residual XGBoost"}[update]
     return TclCostModel(found.model, update, base), f"{found.what} ({how})"
-
-
-def _reset_meta_schedule_logging() -> None:
-    """Before each tuning run: drop the handlers the last run left on MetaSchedule's logger (its
-    config would fail on them in a second run in one process, and they log into the last run's
-    directory) and keep its console output to warnings; the full log goes to ``work/logs``."""
-    import logging
-
-    logger = logging.getLogger("tvm.s_tir.meta_schedule")
-    for handler in list(logger.handlers):
-        logger.removeHandler(handler)
-        handler.close()
-    logger.setLevel(logging.WARNING)
 
 
 def tune_network(paths: Paths, network: str, device_name: str, model: str = "latest", *,
@@ -273,7 +260,7 @@ def search(run: Prepared) -> Searched:
     too."""
     ms = meta_schedule()
     population, generations = run.settings["population"], run.settings["generations"]
-    _reset_meta_schedule_logging()
+    reset_meta_schedule_logging()
     start = time.perf_counter()
     strategy = ms.search_strategy.EvolutionarySearch(
         population_size=population, init_min_unmeasured=min(50, population),
