@@ -26,7 +26,8 @@ def progress_callback(total: int, weights: dict[int, float], show: bool,
     progress line with trials, the estimated network latency and the ETA. ``tuned`` maps the
     scheduler's task ids to the network's (a resumed run tunes a subset); ``before``: what the
     interrupted run had measured. ``planned_rate``: trials per second the dry run's estimate
-    assumes; the first results more than 25% off it are said, with a new estimate."""
+    assumes; the first batch built at a pace more than 25% off it is said, with a new
+    estimate."""
     from tqdm import tqdm
 
     ms = meta_schedule()
@@ -42,6 +43,10 @@ def progress_callback(total: int, weights: dict[int, float], show: bool,
             self.best: dict[int, float] = dict(before.best)
             self.trials: dict[int, int] = dict(before.trials)
             self.curve: list[dict] = list(before.curve)
+            # the replan is judged by builds: MetaSchedule's scheduler reports a task's results
+            # only when it picks the task again, so the first results come after a whole round
+            # (most of a short run) and count one task's candidates against all that time
+            self.built_n = 0
             self.bar = tqdm(total=total, initial=before.measured, unit="trial",
                             desc="tune", disable=not show)
             # no terminal (a script, a CI log, nohup): a progress line every EVERY_S seconds,
@@ -53,6 +58,13 @@ def progress_callback(total: int, weights: dict[int, float], show: bool,
         def built(self, n: int) -> None:
             if self.lines is not None:
                 self.lines.advance(n)
+            if planned_rate and not self.built_n:   # the first batch built: the run's pace
+                elapsed = time.perf_counter() - self.start - before.wall_s
+                line = replan("tune", "trials", planned_rate, n / max(elapsed, 1e-9),
+                              total - before.measured - n)
+                if line:
+                    self.bar.write(line, file=sys.stderr)
+            self.built_n += n
 
         def close(self) -> None:
             self.bar.close()
@@ -78,12 +90,6 @@ def progress_callback(total: int, weights: dict[int, float], show: bool,
                                "estimate_ms": estimate})
             with curve_file.open("a") as f:
                 f.write(json.dumps(self.curve[-1]) + "\n")
-            if planned_rate and len(self.curve) == len(before.curve) + 1:   # the first batch
-                line = replan("tune", "trials", planned_rate,
-                              (n - before.measured) / max(elapsed - before.wall_s, 1e-9),
-                              total - n)
-                if line:
-                    self.bar.write(line, file=sys.stderr)
             self.bar.update(len(measure_candidates))
             self.bar.set_postfix_str("best est. " + (f"{estimate:.2f} ms" if estimate == estimate
                                                      else f"- ({len(self.best)}/{len(weights)} tasks)"))
