@@ -19,6 +19,8 @@ def programs() -> ProgramSet:
 
 
 def test_registry_kinds_and_unknown_kind():
+    import tcl.continual  # noqa: F401  (registers "continual"; alone, this file imported none)
+
     assert set(MODEL_KINDS) == {"mamba", "tenset-mlp", "tlp", "xgb", "continual"}
     assert MODEL_KINDS["xgb"] is XGBModel
     with pytest.raises(TclError, match="unknown model kind 'svm'; known: mamba, tenset-mlp, "
