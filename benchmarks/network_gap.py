@@ -4,7 +4,8 @@ measured latency in the run's database.
 
 For each RUN_DIR (what ``tcl tune`` wrote: ``summary.json``, ``database/``, ``curve.csv``) the
 network is extracted and compiled with the run's database as ``tcl tune`` does
-(``tcl.zoo.extract.relax_module``, ``tcl.tvm_compat.compile_database``), through a database view
+(``tcl.tune.layout.network_module`` in the run's layout and math: fused runs in nchw or nchwc,
+``tcl.tvm_compat.compile_database``), through a database view
 that records which fused functions the compile looked up and whether a tuned record was found
 (cause (b): a record that does not apply); kernels map to tasks by structural hash. Each task's
 best record is also built as the tuning's builder built it (``tcl.measure.builder``) and measured
@@ -51,6 +52,9 @@ BUILTIN = "vm.builtin."   # the Relax VM's own calls (allocation, shape checks, 
 
 
 # -- the run directory --------------------------------------------------------------------------
+GAP_LAYOUTS = ("nchw", "nchwc")   # the layouts whose runs compile_relax compiles whole
+
+
 def load_run(run_dir: Path) -> dict:
     """``summary.json`` of a finished ``tcl tune`` run, with the curve's final estimate (ms)."""
     summary_file = run_dir / "summary.json"
@@ -65,11 +69,14 @@ def load_run(run_dir: Path) -> dict:
         raise TclError(f"{summary_file}: not a tcl tune summary ({e})") from e
     from tcl.tune.layout import compile_choices
 
-    # it recompiles the zoo's module (nchw, exact math, fused) with compile_relax
-    choices, defaults = compile_choices(summary), compile_choices({})
-    if choices != defaults:
-        raise TclError(f"{run_dir} was tuned with {choices}: this script reads runs of the "
-                       f"default compile choices ({defaults}) only")
+    # it recompiles the run's module through compile_relax, with a view of the database that
+    # records each lookup: what tcl tune does for a fused run in nchw or nchwc; prepack and
+    # unfused runs apply their kernels before compiling, and no Winograd run is ever compiled
+    choices = compile_choices(summary)
+    if choices["layout"] not in GAP_LAYOUTS or not choices["fuse"] or choices["conv"] != "direct":
+        raise TclError(f"{run_dir} was tuned with {choices}: this script reads fused runs of "
+                       f"direct convolutions in {' or '.join(GAP_LAYOUTS)} only")
+    summary["choices"] = choices
     estimate = math.nan
     if (run_dir / "curve.csv").is_file():
         curve = pl.read_csv(run_dir / "curve.csv")["estimate_ms"].drop_nans().drop_nulls()
@@ -289,15 +296,16 @@ def compile_run(paths: Paths, run: dict, run_dir: Path, out: Path) -> tuple:
     from tcl.store.records import task_id_of
     from tcl.tune import resolve_instance
     from tcl.tvm_compat import meta_schedule
-    from tcl.zoo.extract import relax_module
+    from tcl.tune.layout import compile_choices, network_module
 
     ms = meta_schedule()
     device = DeviceRegistry(paths).get(run["device"])
     inst = resolve_instance(paths, run["network"])
     torch.manual_seed(run["seed"])
     net, example = inst.module(), inst.example()
-    mod = relax_module(inst, net, example)
     target = device.tvm_target()
+    mod = network_module(inst, net, example, target=target,
+                         **run.get("choices", compile_choices({})))
     tasks = ms.relax_integration.extract_tasks(mod, target)
     # a copy: opening a JSONDatabase may write, and a run directory is read only here
     with tempfile.TemporaryDirectory() as tmp:

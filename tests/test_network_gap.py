@@ -92,11 +92,15 @@ def test_a_directory_that_is_not_a_finished_run_is_a_one_line_error(tmp_path, ga
     assert gap.load_run(tmp_path)["estimate_ms"] == 2.5
     from tcl.tune.layout import UNFUSED
 
-    for compiled in ({"layout_option": "nchwc"}, {"math": "fast"},
-                     {"fusion": UNFUSED}):   # not the zoo's module: refused
+    for compiled in ({"layout_option": "nchwc"}, {"math": "fast"}):   # compile_relax's: read
         (tmp_path / "summary.json").write_text(json.dumps(
             {"network": "n", "device": "d", "seed": 0, "latency_ms": 3.0, "compile": compiled}))
-        with pytest.raises(TclError, match="default compile choices"):
+        assert gap.load_run(tmp_path)["choices"]["layout"] in ("nchw", "nchwc")
+    for compiled in ({"layout_option": "prepack"}, {"fusion": UNFUSED},
+                     {"conv_option": "winograd-2"}):   # compiled another way: refused
+        (tmp_path / "summary.json").write_text(json.dumps(
+            {"network": "n", "device": "d", "seed": 0, "latency_ms": 3.0, "compile": compiled}))
+        with pytest.raises(TclError, match="fused runs of direct convolutions in nchw or nchwc"):
             gap.load_run(tmp_path)
     out = subprocess.run([sys.executable, ROOT / "benchmarks" / "network_gap.py",
                           tmp_path / "missing"], capture_output=True, text=True, timeout=120)
