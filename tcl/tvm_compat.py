@@ -1,5 +1,5 @@
-"""The one place that works around TVM 0.27 start-up costs (see docs/architecture.md), and the
-MetaSchedule conventions tcl reads."""
+"""The one place that works around TVM 0.27 start-up costs (see docs/architecture.md) and its
+logging's traps, and the MetaSchedule conventions tcl reads."""
 from __future__ import annotations
 
 import inspect
