@@ -52,9 +52,6 @@ BUILTIN = "vm.builtin."   # the Relax VM's own calls (allocation, shape checks, 
 
 
 # -- the run directory --------------------------------------------------------------------------
-GAP_LAYOUTS = ("nchw", "nchwc")   # the layouts whose runs compile_relax compiles whole
-
-
 def load_run(run_dir: Path) -> dict:
     """``summary.json`` of a finished ``tcl tune`` run, with the curve's final estimate (ms)."""
     summary_file = run_dir / "summary.json"
@@ -67,15 +64,16 @@ def load_run(run_dir: Path) -> dict:
             summary[key]
     except (ValueError, KeyError) as e:
         raise TclError(f"{summary_file}: not a tcl tune summary ({e})") from e
-    from tcl.tune.layout import compile_choices
+    from tcl.tune.layout import compile_choices, compiled_by_compile_relax
 
     # it recompiles the run's module through compile_relax, with a view of the database that
     # records each lookup: what tcl tune does for a fused run in nchw or nchwc; prepack and
     # unfused runs apply their kernels before compiling, and no Winograd run is ever compiled
     choices = compile_choices(summary)
-    if choices["layout"] not in GAP_LAYOUTS or not choices["fuse"] or choices["conv"] != "direct":
+    if not compiled_by_compile_relax(choices["layout"], choices["fuse"]) or \
+            choices["conv"] != "direct":
         raise TclError(f"{run_dir} was tuned with {choices}: this script reads fused runs of "
-                       f"direct convolutions in {' or '.join(GAP_LAYOUTS)} only")
+                       "direct convolutions in nchw or nchwc only")
     summary["choices"] = choices
     estimate = math.nan
     if (run_dir / "curve.csv").is_file():
@@ -296,7 +294,7 @@ def compile_run(paths: Paths, run: dict, run_dir: Path, out: Path) -> tuple:
     from tcl.store.records import task_id_of
     from tcl.tune import resolve_instance
     from tcl.tvm_compat import meta_schedule
-    from tcl.tune.layout import compile_choices, network_module
+    from tcl.tune.layout import network_module
 
     ms = meta_schedule()
     device = DeviceRegistry(paths).get(run["device"])
@@ -304,8 +302,7 @@ def compile_run(paths: Paths, run: dict, run_dir: Path, out: Path) -> tuple:
     torch.manual_seed(run["seed"])
     net, example = inst.module(), inst.example()
     target = device.tvm_target()
-    mod = network_module(inst, net, example, target=target,
-                         **run.get("choices", compile_choices({})))
+    mod = network_module(inst, net, example, target=target, **run["choices"])   # load_run's
     tasks = ms.relax_integration.extract_tasks(mod, target)
     # a copy: opening a JSONDatabase may write, and a run directory is read only here
     with tempfile.TemporaryDirectory() as tmp:

@@ -42,9 +42,6 @@ class CompileChoices:
     conv: str
     reasons: tuple[str, ...] = ()
 
-    def lines(self) -> list[str]:
-        return chosen_lines(self.reasons)
-
 
 def chosen_lines(reasons) -> list[str]:
     """How the plan and the run say the choices made for the user (``CompileChoices.reasons``)."""

@@ -46,7 +46,7 @@ def progress_callback(total: int, weights: dict[int, float], show: bool,
             # the replan is judged by builds: MetaSchedule's scheduler reports a task's results
             # only when it picks the task again, so the first results come after a whole round
             # (most of a short run) and count one task's candidates against all that time
-            self.built_n = 0
+            self.paced = False
             self.bar = tqdm(total=total, initial=before.measured, unit="trial",
                             desc="tune", disable=not show)
             # no terminal (a script, a CI log, nohup): a progress line every EVERY_S seconds,
@@ -58,13 +58,13 @@ def progress_callback(total: int, weights: dict[int, float], show: bool,
         def built(self, n: int) -> None:
             if self.lines is not None:
                 self.lines.advance(n)
-            if planned_rate and not self.built_n:   # the first batch built: the run's pace
+            if planned_rate and not self.paced:   # the first batch built: the run's pace
                 elapsed = time.perf_counter() - self.start - before.wall_s
                 line = replan("tune", "trials", planned_rate, n / max(elapsed, 1e-9),
                               total - before.measured - n)
                 if line:
                     self.bar.write(line, file=sys.stderr)
-            self.built_n += n
+            self.paced = True
 
         def close(self) -> None:
             self.bar.close()

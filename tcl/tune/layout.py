@@ -226,6 +226,13 @@ def _without_empty_layout_free(mod):
     return tvm.IRModule(funcs, attrs=mod.attrs)
 
 
+def compiled_by_compile_relax(layout: str, fuse: bool) -> bool:
+    """Whether ``compile_network`` hands a run of these choices to MetaSchedule's
+    ``compile_relax`` whole (which looks each fused function up in the database), or applies
+    the tuned kernels first (prepack, unfused)."""
+    return check_layout(layout) != "prepack" and fuse
+
+
 def compile_network(database, mod, target, layout: str = "nchw", fuse: bool = True):
     """The network ``mod`` (``network_module``'s, in ``layout``, fused or not as ``fuse``
     says) compiled with the tuned schedules of ``database``: a Relax VM executable."""
@@ -233,7 +240,7 @@ def compile_network(database, mod, target, layout: str = "nchw", fuse: bool = Tr
     from tvm import relax
     from tvm.relax.backend.cpu_generic import pipeline
 
-    if check_layout(layout) != "prepack" and fuse:
+    if compiled_by_compile_relax(layout, fuse):
         return meta_schedule().relax_integration.compile_relax(compile_database(database), mod,
                                                                target, None)
     # compile_relax fuses before it applies the database: an unfused module's kernels would

@@ -43,7 +43,7 @@ from ..resolve import resolve_model
 from ..store.devices import Device
 from ..store.records import task_id_of
 from ..tvm_compat import meta_schedule, reset_meta_schedule_logging
-from .choices import choose
+from .choices import choose, chosen_lines
 from .curve import progress_callback, write_curve
 from .layout import (compile_network, describe, network_module, run_suffix,
                      tunable_tasks)
@@ -193,7 +193,7 @@ def prepare(paths: Paths, network: str, device_name: str, model: str, *, trials:
     inst = resolve_instance(paths, network)
     chosen = choose(paths, inst.key, layout, conv)
     layout, conv = chosen.layout, check_compilable(chosen.conv)
-    for line in chosen.lines():   # what the user did not pick: said once, with the result's lines
+    for line in chosen_lines(chosen.reasons):   # said once, with the result's lines
         print(f"tune: {line}")
     cm, what = cost_model_for(paths, device_name, model, update, any_device, sources)
     set_aside = not out if set_aside is None else set_aside
